@@ -1,0 +1,1 @@
+"""Checkpoint reading, typed model specs, the text tokenizer and prompt layouts."""
