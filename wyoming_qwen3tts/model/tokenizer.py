@@ -17,10 +17,11 @@ runs with `[\\r\\n/]*`) when all of these hold: the path is a local directory, i
 `config.json` has a `transformers_version` above 4.57.2 and below 5.0 (the shipped configs
 say 4.57.3) or none at all, and the vocabulary has more than 100,000 tokens. Loading by hub
 id ("Qwen/Qwen3-TTS-12Hz-...") skips the patch because those repos carry no `mistralai`
-base-model tag. We use the canonical regex: it is what the model was trained with and what
-users of the official package get through the usual hub-id path; the local-directory path
-differs from it only on text such as CamelCase, letter+combining-mark runs and "'s" glued
-to further letters.
+base-model tag. We use the canonical regex: it is the regex of the tiktoken tokenizer the
+vocabulary was built with, and what users of the official package get through the usual
+hub-id path. The local-directory path differs mostly on mixed-case words: "GitHub" is
+[75615] canonically but [46562, 19316] ("Git", "Hub") with the Mistral fix; likewise
+"iPhone", "WiFi", "NaN", "LaTeX" (GitHub is a test in tests/test_tokenizer.py).
 
 Added tokens come from `added_tokens_decoder` with their ids taken literally. A fast
 tokenizer would otherwise give them the next free ids after the vocabulary, which is wrong
@@ -41,7 +42,8 @@ from tokenizers import AddedToken, Regex, Tokenizer, decoders, models, normalize
 logger = logging.getLogger(__name__)
 
 QWEN2_PATTERN = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
+    r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
 """Canonical Qwen2 pre-tokenisation regex (see the module docstring for why not the Mistral fix)."""
 
@@ -127,7 +129,8 @@ class TextTokenizer:
                 )
             vocab[token.content] = token_id
 
-        tokenizer = Tokenizer(models.BPE(vocab=vocab, merges=merges, unk_token=None, fuse_unk=False, byte_fallback=False))
+        bpe = models.BPE(vocab=vocab, merges=merges, unk_token=None, fuse_unk=False, byte_fallback=False)
+        tokenizer = Tokenizer(bpe)
         tokenizer.normalizer = normalizers.NFC()
         tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
             [
@@ -142,7 +145,10 @@ class TextTokenizer:
         for token_id, token in added.items():
             if tokenizer.token_to_id(token.content) != token_id:  # a tokenizers-library change would show here
                 raise RuntimeError(f"added token {token.content!r} registered at a wrong id")
-        logger.debug("text tokenizer from %s: %d base tokens, %d merges, %d added", model_dir, len(vocab) - len(added), len(merges), len(added))
+        logger.debug(
+            "text tokenizer from %s: %d base tokens, %d merges, %d added",
+            model_dir, len(vocab) - len(added), len(merges), len(added),
+        )
         return cls(tokenizer)
 
     def encode(self, text: str) -> list[int]:

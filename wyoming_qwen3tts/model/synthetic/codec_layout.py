@@ -145,7 +145,7 @@ def _weight(name: str, shape: tuple[int, ...], fan_in: int, gain: float = 1.0, d
 
 
 def _const(name: str, shape: tuple[int, ...], value: float, dtype: str = "float32") -> TensorSpec:
-    return TensorSpec(name, shape, dtype, "uniform", low=value, high=value)
+    return TensorSpec(name, shape, dtype, "constant", low=value)
 
 
 def _bias(name: str, n: int, dtype: str = "float32") -> TensorSpec:
@@ -154,19 +154,19 @@ def _bias(name: str, n: int, dtype: str = "float32") -> TensorSpec:
 
 def _norm(p: str, n: int, bias: bool = False) -> list[TensorSpec]:
     out = [TensorSpec(p + "weight", (n,), "float32", "uniform", low=_NORM_LOW, high=_NORM_HIGH)]
-    return out + [_bias(p + "bias", n)] if bias else out
+    return (out + [_bias(p + "bias", n)]) if bias else out
 
 
 def _linear(p: str, n_in: int, n_out: int, bias: bool, gain: float = 1.0) -> list[TensorSpec]:
     out = [_weight(p + "weight", (n_out, n_in), n_in, gain)]
-    return out + [_bias(p + "bias", n_out)] if bias else out
+    return (out + [_bias(p + "bias", n_out)]) if bias else out
 
 
 def _conv(p: str, n_in: int, n_out: int, k: int, bias: bool = True, groups: int = 1, gain: float = 1.0,
           dtype: str = "float32") -> list[TensorSpec]:
     """nn.Conv1d under prefix p: weight (out, in/groups, k) [+ bias (out,)]."""
     out = [_weight(p + "weight", (n_out, n_in // groups, k), n_in // groups * k, gain, dtype)]
-    return out + [_bias(p + "bias", n_out, dtype)] if bias else out
+    return (out + [_bias(p + "bias", n_out, dtype)]) if bias else out
 
 
 def _conv_transpose(p: str, n_in: int, n_out: int, k: int, stride: int) -> list[TensorSpec]:
@@ -215,7 +215,7 @@ def _decoder_rvq(p: str, n_q: int, dim: int, outer: int, size: int) -> list[Tens
     """ResidualVectorQuantizer with force_projection: 1x1 convs outer<->dim, no bias."""
     out = _conv(p + "input_proj.", outer, dim, 1, bias=False) + _conv(p + "output_proj.", dim, outer, 1, bias=False)
     for j in range(n_q):
-        out += _codebook_stats(f"{p}vq.layers.{j}._codebook.", "embedding_sum", size, dim, std=1.0)
+        out += _codebook_stats(f"{p}vq.layers.{j}._codebook.", "embedding_sum", size, dim, std=0.25)
     return out
 
 
@@ -227,7 +227,7 @@ def _convnext(p: str, dim: int) -> list[TensorSpec]:
 
 def _residual_unit(p: str, dim: int) -> list[TensorSpec]:
     return (_snake(p + "act1.", dim) + _conv(p + "conv1.conv.", dim, dim, 7)
-            + _snake(p + "act2.", dim) + _conv(p + "conv2.conv.", dim, dim, 1, gain=0.5))
+            + _snake(p + "act2.", dim) + _conv(p + "conv2.conv.", dim, dim, 1, gain=0.3))
 
 
 def _decoder_block(p: str, n_in: int, n_out: int, rate: int) -> list[TensorSpec]:
@@ -254,7 +254,7 @@ def _codec_decoder(p: str, c: dict[str, Any]) -> list[TensorSpec]:
         out += _decoder_block(f"{p}decoder.{i + 1}.", dim // 2**i, dim // 2 ** (i + 1), rate)
     final = dim // 2 ** len(rates)
     out += _snake(f"{p}decoder.{len(rates) + 1}.", final)
-    out += _conv(f"{p}decoder.{len(rates) + 2}.conv.", final, 1, 7, gain=0.3)
+    out += _conv(f"{p}decoder.{len(rates) + 2}.conv.", final, 1, 7, gain=0.1)
     return out
 
 
@@ -311,7 +311,7 @@ def _mimi_rvq(p: str, c: dict[str, Any], n_q: int) -> list[TensorSpec]:
     for j in range(n_q):
         book = f"{p}layers.{j}.codebook."
         out += [TensorSpec(book + "initialized", (1,), "float32", "ones")]
-        out += _codebook_stats(book, "embed_sum", c["codebook_size"], c["codebook_dim"], std=0.5)
+        out += _codebook_stats(book, "embed_sum", c["codebook_size"], c["codebook_dim"], std=0.1)
     hidden, vq_dim = c["hidden_size"], c["vector_quantization_hidden_dimension"]
     if vq_dim != hidden:
         out += _conv(p + "input_proj.", hidden, vq_dim, 1, bias=False)
@@ -376,4 +376,6 @@ def speaker_encoder_tensors(config: dict[str, Any], prefix: str = "speaker_encod
     att = c["enc_attention_channels"]
     out += _tdnn(prefix + "asp.tdnn.", 3 * ch[-1], att, 1)
     out += _conv(prefix + "asp.conv.", att, ch[-1], 1, dtype="bfloat16")
-    return out + _conv(prefix + "fc.", 2 * ch[-1], c["enc_dim"], 1, dtype="bfloat16")
+    # A small final gain keeps the x-vector (log-mel inputs have a large offset) near the scale
+    # of the talker's embeddings, into whose sequence it is inserted.
+    return out + _conv(prefix + "fc.", 2 * ch[-1], c["enc_dim"], 1, gain=0.05, dtype="bfloat16")

@@ -10,8 +10,8 @@ import numpy as np
 class TensorSpec:
     """One checkpoint tensor.
 
-    init: "normal" (zero mean, `std`), "ones", "zeros", or "uniform" (in [low, high]) —
-    enough to give every norm, scale and codebook statistic a sane value.
+    init: "normal" (zero mean, `std`), "ones", "zeros", "constant" (`low`), or "uniform"
+    (in [low, high]) — enough to give every norm, scale and codebook statistic a sane value.
     """
 
     name: str
@@ -30,6 +30,8 @@ class TensorSpec:
             return np.ones(self.shape, np.float32)
         if self.init == "zeros":
             return np.zeros(self.shape, np.float32)
+        if self.init == "constant":
+            return np.full(self.shape, self.low, np.float32)
         if self.init == "uniform":
             return rng.uniform(self.low, self.high, self.shape).astype(np.float32)
         raise ValueError(f"unknown init {self.init!r} for tensor {self.name}")

@@ -129,7 +129,7 @@ def model_config(preset: str, variant: str) -> dict[str, Any]:
     if variant == "base":
         from .codec_layout import speaker_encoder_config
 
-        config["speaker_encoder_config"] = speaker_encoder_config(p.talker_hidden)
+        config["speaker_encoder_config"] = speaker_encoder_config(p.talker_hidden, tiny_channels=not p.full_size)
     config["transformers_version"] = "4.57.3"
     config["auto_map"] = {"AutoConfig": "configuration_qwen3_tts.Qwen3TTSConfig",
                           "AutoModel": "modeling_qwen3_tts.Qwen3TTSForConditionalGeneration"}

