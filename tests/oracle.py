@@ -33,6 +33,7 @@ _install_stubs()
 
 import torch  # noqa: E402
 from qwen_tts import Qwen3TTSModel  # noqa: E402
+from transformers import Qwen2TokenizerFast  # noqa: E402
 from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSForConditionalGeneration  # noqa: E402
 
 torch.set_num_threads(2)
@@ -50,6 +51,11 @@ def load_official(model_dir: str | Path) -> Any:
 
     model_dir = Path(model_dir)
     wrapper = Qwen3TTSModel.from_pretrained(str(model_dir), dtype=torch.float32)
+    # Loaded from a local directory whose config says transformers 4.57.3, the wrapper's
+    # fix_mistral_regex=True swaps in the Mistral-fix split regex; loaded by hub id (what
+    # users of the official package do) it keeps the canonical Qwen2 regex. The oracle
+    # follows the hub-id path, which is the behaviour our tokenizer reproduces.
+    wrapper.processor.tokenizer = Qwen2TokenizerFast.from_pretrained(str(model_dir))
     model = wrapper.model
     for module, folder in ((model, model_dir), (model.speech_tokenizer.model, model_dir / "speech_tokenizer")):
         names: set[str] = set()

@@ -142,9 +142,10 @@ def build_prompt(spec: ModelSpec, tokenizer: TextTokenizer, req: VoiceRequest) -
     role, text = ids[:3], ids[3:-5]
     if not text:
         raise PromptError("nothing to say: the text is empty")
+    speaker = _speaker_track(spec, req)  # validates the speaker before the dialect rule looks it up
     lang_id = _language_id(spec, req)
     prefix = [c.nothink, c.think_bos, c.think_eos] if lang_id is None else [c.think, c.think_bos, lang_id, c.think_eos]
-    prefix += _speaker_track(spec, req) + [c.pad, c.bos]
+    prefix += speaker + [c.pad, c.bos]
     icl = spec.model_type == "base" and req.ref_codes is not None
     non_streaming = req.non_streaming if req.non_streaming is not None else spec.model_type != "base"
 

@@ -136,22 +136,29 @@ def _storage_bytes(array: np.ndarray, dtype: str) -> np.ndarray:
 def write_streaming(
     path: str | Path,
     items: Iterable[tuple[str, str, tuple[int, ...]]],
-    produce: Callable[[str], np.ndarray],
+    produce: Callable[[str], np.ndarray | Iterable[np.ndarray]],
     metadata: dict[str, str] | None = None,
 ) -> None:
     """Write tensors one at a time: `items` are (name, dtype, shape) in file order and
-    `produce(name)` returns each tensor's values when its turn comes, so a full-size
-    checkpoint is never held in memory."""
+    `produce(name)` returns each tensor when its turn comes — an array, or blocks of rows
+    (axis 0) — so a full-size checkpoint is never held in memory."""
     items = [(n, _NAMES.get(d, d), tuple(s)) for n, d, s in items]
     head = _header(items, metadata)
     with open(path, "wb") as f:
         f.write(struct.pack("<Q", len(head)))
         f.write(head)
         for name, dtype, shape in items:
-            values = np.asarray(produce(name))
-            if tuple(values.shape) != shape:
-                raise ValueError(f"tensor {name}: produced shape {values.shape}, declared {shape}")
-            _write_array(f, _storage_bytes(values, dtype))
+            produced = produce(name)
+            blocks = [produced] if isinstance(produced, np.ndarray) else produced
+            rows = 0
+            for block in blocks:
+                block = np.asarray(block)
+                if tuple(block.shape[1:]) != shape[1:] or (not shape and block.shape):
+                    raise ValueError(f"tensor {name}: produced block shape {block.shape}, declared {shape}")
+                rows += block.shape[0] if shape else 1
+                _write_array(f, _storage_bytes(block, dtype))
+            if rows != (shape[0] if shape else 1):
+                raise ValueError(f"tensor {name}: produced {rows} rows, declared {shape}")
 
 
 def _write_array(f: BinaryIO, array: np.ndarray) -> None:

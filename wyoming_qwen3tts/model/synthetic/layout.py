@@ -3,7 +3,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from typing import Iterator
+
 import numpy as np
+
+BLOCK_ELEMENTS = 1 << 22  # rows are produced in blocks of about this many values
 
 
 @dataclass(frozen=True)
@@ -35,3 +39,16 @@ class TensorSpec:
         if self.init == "uniform":
             return rng.uniform(self.low, self.high, self.shape).astype(np.float32)
         raise ValueError(f"unknown init {self.init!r} for tensor {self.name}")
+
+    def blocks(self, rng: np.random.Generator) -> Iterator[np.ndarray]:
+        """The same kind of values as `materialize`, in blocks of rows, so a 300 M-value
+        embedding never needs more than a few MB at once."""
+        if len(self.shape) < 2:
+            yield self.materialize(rng)
+            return
+        row = max(1, int(np.prod(self.shape[1:])))
+        step = max(1, BLOCK_ELEMENTS // row)
+        for start in range(0, self.shape[0], step):
+            part = TensorSpec(self.name, (min(step, self.shape[0] - start), *self.shape[1:]), self.dtype,
+                              self.init, self.std, self.low, self.high)
+            yield part.materialize(rng)

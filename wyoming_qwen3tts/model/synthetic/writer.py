@@ -11,7 +11,7 @@ import logging
 import math
 import zlib
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 import numpy as np
 
@@ -54,8 +54,8 @@ def _write_tensors(out_dir: Path, stem: str, specs: Sequence[TensorSpec], seed: 
     """Write specs into `stem`.safetensors, or `shards` files plus the HF index json."""
     by_name = {s.name: s for s in specs}
 
-    def produce(name: str) -> np.ndarray:
-        return by_name[name].materialize(_rng(seed, name))
+    def produce(name: str) -> Iterator[np.ndarray]:
+        return by_name[name].blocks(_rng(seed, name))
 
     if shards <= 1:
         write_streaming(out_dir / f"{stem}.safetensors", [(s.name, s.dtype, s.shape) for s in specs],
