@@ -1,0 +1,1 @@
+"""Hugging Face checkpoint -> OpenVINO IR, built with the opset API from numpy weights."""
