@@ -1,0 +1,71 @@
+"""The Qwen3 decoder layer shared by the talker and the code predictor (reference §2.2).
+
+    x += o_proj(attn(RoPE(q_norm(q_proj(rms(x)))), RoPE(k_norm(k_proj(rms(x)))), v_proj(rms(x))))
+    x += down(silu(gate(rms(x))) * up(rms(x)))
+
+How past keys/values are kept differs by graph (stateful → paged for the talker, plain
+in-graph tensors for the code predictor's 15 steps), so it is a callback.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable
+
+import numpy as np
+import openvino as ov
+from openvino import opset13 as op
+
+from ..model.checkpoint import TensorStore
+from ..model.spec import LayerStackSpec
+from .ops import (Weights, apply_rope, linear, merge_heads, repeat_kv, rms_norm, split_heads, swiglu, to_bhtd)
+
+# (layer index, new keys [B,Hkv,T,D], new values) -> (all keys, all values) incl. the past
+KVCache = Callable[[int, ov.Output, ov.Output], tuple[ov.Output, ov.Output]]
+
+
+@dataclass
+class LayerWeights:
+    input_norm: ov.Output
+    q: ov.Output
+    k: ov.Output
+    v: ov.Output
+    o: ov.Output
+    q_norm: ov.Output
+    k_norm: ov.Output
+    post_norm: ov.Output
+    gate: ov.Output
+    up: ov.Output
+    down: ov.Output
+
+    @classmethod
+    def load(cls, store: TensorStore, prefix: str, weights: Weights) -> "LayerWeights":
+        def w(name: str) -> ov.Output:
+            return weights(store.get(prefix + name))
+
+        def norm(name: str) -> ov.Output:  # norms stay f32: tiny and precision-sensitive
+            return op.constant(store.get(prefix + name)).output(0)
+
+        return cls(norm("input_layernorm.weight"), w("self_attn.q_proj.weight"), w("self_attn.k_proj.weight"),
+                   w("self_attn.v_proj.weight"), w("self_attn.o_proj.weight"), norm("self_attn.q_norm.weight"),
+                   norm("self_attn.k_norm.weight"), norm("post_attention_layernorm.weight"),
+                   w("mlp.gate_proj.weight"), w("mlp.up_proj.weight"), w("mlp.down_proj.weight"))
+
+
+def decoder_layer(x: ov.Output, lw: LayerWeights, s: LayerStackSpec, cos: ov.Output, sin: ov.Output,
+                  layer: int, cache: KVCache, causal: bool) -> ov.Output:
+    """One pre-norm layer on x [B, T, H]."""
+    h = rms_norm(x, lw.input_norm, s.rms_norm_eps)
+    q = apply_rope(to_bhtd(rms_norm(split_heads(linear(h, lw.q), s.num_heads, s.head_dim), lw.q_norm, s.rms_norm_eps)),
+                   cos, sin, s.head_dim)
+    k = apply_rope(to_bhtd(rms_norm(split_heads(linear(h, lw.k), s.num_kv_heads, s.head_dim), lw.k_norm,
+                                    s.rms_norm_eps)), cos, sin, s.head_dim)
+    v = to_bhtd(split_heads(linear(h, lw.v), s.num_kv_heads, s.head_dim))
+    k_all, v_all = cache(layer, k, v)
+    groups = s.num_heads // s.num_kv_heads
+    k_all = repeat_kv(k_all, groups, s.num_heads, s.head_dim)
+    v_all = repeat_kv(v_all, groups, s.num_heads, s.head_dim)
+    scale = op.constant(np.float32(1.0 / np.sqrt(s.head_dim)))
+    attn = op.scaled_dot_product_attention(q, k_all, v_all, scale=scale, causal=causal)
+    x = op.add(x, linear(merge_heads(attn, s.num_heads * s.head_dim), lw.o))
+    h = rms_norm(x, lw.post_norm, s.rms_norm_eps)
+    return op.add(x, swiglu(h, lw.gate, lw.up, lw.down)).output(0)
