@@ -5,7 +5,9 @@ SDPA, GQA as Unsqueeze/Broadcast(constant)/Reshape — then converted with
 `paged_attention_transformation` into a graph that runs any mix of prefills, prefill
 chunks and decode steps of many sequences in one call over a block-paged KV cache.
 
-Inputs after conversion: inputs_embeds [tokens, H], position_ids [tokens], the paged
+The IR on disk is the stateful form: an IR cannot hold `PagedAttentionExtension` (the
+reader rejects its opset), so the runtime applies `to_paged` after `read_model`, as
+openvino-genai does. Inputs after that: inputs_embeds [tokens, H], position_ids [tokens], the paged
 inputs (past_lens, subsequence_begins, block_indices, block_indices_begins,
 max_context_len, key_cache.N, value_cache.N) and `sample_rows` [S]: the token rows whose
 outputs are wanted (the last token of each sequence), so the head runs on S rows only.
@@ -92,4 +94,5 @@ def to_paged(model: ov.Model, num_layers: int) -> ov.Model:
 
 
 def build_talker(ckpt: Checkpoint, weights: Weights) -> ov.Model:
-    return to_paged(build_talker_stateful(ckpt, weights), ckpt.spec.talker.stack.num_layers)
+    """The graph saved to disk (stateful; see the module docstring)."""
+    return build_talker_stateful(ckpt, weights)

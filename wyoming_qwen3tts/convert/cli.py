@@ -1,0 +1,53 @@
+"""qwen3tts-convert: a Qwen3-TTS checkpoint (directory or hub repo id) -> OpenVINO IR directory."""
+from __future__ import annotations
+
+import argparse
+import logging
+import signal
+import sys
+import threading
+from pathlib import Path
+from types import FrameType
+
+from ..model.checkpoint import CheckpointError
+from .ops import WEIGHT_FORMATS
+from .pipeline import ConvertError, convert
+
+log = logging.getLogger("qwen3tts-convert")
+
+
+def _interrupt(signum: int, frame: FrameType | None) -> None:
+    # SIGTERM (docker stop, systemd) cleans up like Ctrl-C: the partial directory is removed
+    raise KeyboardInterrupt(f"signal {signum}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="qwen3tts-convert", description=__doc__)
+    parser.add_argument("src", help="checkpoint directory, or hub repo id such as Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice")
+    parser.add_argument("out", type=Path, help="output directory (created atomically)")
+    parser.add_argument("--weights", choices=WEIGHT_FORMATS, default="int8",
+                        help="int8: INT8_SYM weights via nncf (default, fastest); fp16 / fp32: uncompressed")
+    parser.add_argument("--revision", help="hub branch, tag or commit (only with a repo id)")
+    parser.add_argument("--force", action="store_true", help="replace an existing converted OUT")
+    parser.add_argument("--debug", action="store_true", help="debug logging and tracebacks")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _interrupt) if in_main else None
+    try:
+        convert(args.src, args.out, weights=args.weights, force=args.force, revision=args.revision)
+    except (ConvertError, CheckpointError) as e:
+        log.error("%s", e, exc_info=args.debug)
+        return 1
+    except KeyboardInterrupt:
+        log.error("interrupted: the partial conversion was removed, %s is untouched", args.out)
+        return 130
+    finally:
+        if in_main:
+            signal.signal(signal.SIGTERM, previous)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,224 @@
+"""Checkpoint -> directory of OpenVINO IRs + runtime files + manifest.json, atomically.
+
+Everything is written into a sibling `OUT.partial-<random>` and renamed into place only after
+the manifest (written last) and all files are on disk, so OUT is either absent, the previous
+conversion, or complete — never half-written, whatever interrupts the conversion. Graphs are
+built, compressed and saved one at a time and dropped before the next, which keeps the peak
+memory near the largest single graph (the full-size 0.6B fits well under 24 GiB).
+"""
+from __future__ import annotations
+
+import gc
+import glob
+import json
+import logging
+import os
+import re
+import secrets
+import shutil
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Callable
+
+import openvino as ov
+
+from ..model.checkpoint import Checkpoint
+from . import manifest as mf
+from .embed import build_embed
+from .ops import WEIGHT_FORMATS, Weights
+from .subcode import build_subcode
+from .talker import build_talker
+
+try:  # peak RSS in the progress log (Unix only)
+    import resource
+except ImportError:  # pragma: no cover
+    resource = None  # type: ignore[assignment]
+
+log = logging.getLogger(__name__)
+
+Builder = Callable[[Checkpoint, Weights], ov.Model]
+
+# The graphs of a converted model, in conversion order: the one place a new graph is added.
+GRAPHS: dict[str, Builder] = {"embed": build_embed, "talker": build_talker, "subcode": build_subcode}
+
+_REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
+_COMMIT = re.compile(r"^[0-9a-f]{40}$")
+_PRECISION = {"int8": "int8_sym", "fp16": "fp16", "fp32": "fp32"}
+
+
+class ConvertError(RuntimeError):
+    """A conversion that cannot start or finish; the message says what to do."""
+
+
+def _peak_rss_gb() -> float:
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20 if resource else float("nan")
+
+
+def resolve_source(src: str | Path, revision: str | None) -> tuple[Path, dict[str, Any]]:
+    """A local checkpoint directory, or a hub repo id downloaded (or found in the HF cache)."""
+    path = Path(src)
+    if path.is_dir():
+        if revision is not None:
+            raise ConvertError(f"--revision only applies to a hub repo id, but {src} is a local directory")
+        return path, {"path": str(path.resolve())}
+    if not _REPO_ID.match(str(src)):
+        raise ConvertError(f"{src} is neither a checkpoint directory nor a hub repo id "
+                           f"(like Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice)")
+    try:
+        from huggingface_hub import snapshot_download
+        from huggingface_hub.utils import (GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError,
+                                           RevisionNotFoundError)
+    except ImportError:
+        raise ConvertError("downloading from the hub needs huggingface_hub: "
+                           "pip install 'wyoming-qwen3tts[convert]'") from None
+    log.info("%s is not a local directory: fetching it from the Hugging Face hub (revision %s)",
+             src, revision or "main")
+    start = time.perf_counter()
+    try:
+        local = Path(snapshot_download(str(src), revision=revision,
+                                       allow_patterns=["*.json", "*.txt", "*.safetensors"]))
+    except GatedRepoError:
+        raise ConvertError(f"{src} is gated: accept its terms on huggingface.co and log in (hf auth login)") from None
+    except RepositoryNotFoundError:
+        raise ConvertError(f"hub repository {src} not found (misspelt, or private without a login)") from None
+    except RevisionNotFoundError:
+        raise ConvertError(f"revision {revision!r} not found in hub repository {src}") from None
+    except LocalEntryNotFoundError:
+        raise ConvertError(f"{src} is not a local directory, and downloading it failed: the Hugging Face hub is "
+                           f"unreachable (offline?) and it is not in the local cache; download it elsewhere "
+                           f"and pass the directory instead") from None
+    except OSError as e:  # connection errors, full disk; huggingface_hub's HTTP errors derive from OSError
+        raise ConvertError(f"downloading {src} failed: {e}") from None
+    commit = local.name if _COMMIT.match(local.name) else None
+    log.info("downloaded %s (commit %s) to %s in %.1f s", src, commit or "unknown", local, time.perf_counter() - start)
+    return local, {"repo_id": str(src), "revision": revision, "commit": commit, "path": str(local)}
+
+
+def _compress(model: ov.Model) -> ov.Model:
+    try:
+        import nncf
+    except ImportError:
+        raise ConvertError("--weights int8 needs nncf: pip install 'wyoming-qwen3tts[convert]' "
+                           "(or use --weights fp16)") from None
+    return nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_SYM)
+
+
+def _convert_graph(name: str, build: Builder, src: Path, fmt: str, work: Path) -> dict[str, Any]:
+    """Build, compress and save one graph; nothing of it stays in memory afterwards."""
+    start = time.perf_counter()
+    log.info("%s: building (%s weights)", name, fmt)
+    model = build(Checkpoint(src), Weights(fmt))  # a fresh checkpoint: its mapped pages go with it
+    if fmt == "int8":
+        log.info("%s: built in %.1f s; INT8_SYM weight compression", name, time.perf_counter() - start)
+        model = _compress(model)
+    entry = mf.describe_graph(model, f"{name}.xml", _PRECISION[fmt])
+    ov.save_model(model, work / entry["xml"], compress_to_fp16=False)
+    del model
+    gc.collect()
+    entry["xml_bytes"] = (work / entry["xml"]).stat().st_size
+    entry["bin_bytes"] = (work / entry["bin"]).stat().st_size
+    log.info("%s: %s + %s, %.1f MB, in %.1f s (peak RSS so far %.2f GB)", name, entry["xml"], entry["bin"],
+             (entry["xml_bytes"] + entry["bin_bytes"]) / 1e6, time.perf_counter() - start, _peak_rss_gb())
+    return entry
+
+
+def _copy_runtime_files(src: Path, work: Path) -> list[str]:
+    copied = []
+    for rel in mf.RUNTIME_FILES + mf.OPTIONAL_RUNTIME_FILES:
+        if (src / rel).is_file():
+            (work / rel).parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src / rel, work / rel)  # follows the HF cache's symlinks to blobs
+            copied.append(rel)
+    return copied
+
+
+def _fsync_tree(root: Path) -> None:
+    for dirpath, _, names in os.walk(root):
+        for n in names:
+            with open(os.path.join(dirpath, n), "rb") as f:
+                os.fsync(f.fileno())
+        _fsync_dir(Path(dirpath))
+
+
+def _fsync_dir(path: Path) -> None:
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:  # pragma: no cover - platforms without directory fds
+        return
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _check_replaceable(out: Path, force: bool) -> None:
+    """An existing OUT is replaced only with force, and only if it is a conversion or empty:
+    --force must never delete an unrelated directory given by mistake."""
+    if not os.path.lexists(out):
+        return
+    if not force:
+        raise ConvertError(f"{out} already exists (use --force to replace it)")
+    if not out.is_dir() or out.is_symlink():
+        raise ConvertError(f"{out} exists and is not a directory; refusing to replace it")
+    if not (out / mf.MANIFEST).is_file() and any(out.iterdir()):
+        raise ConvertError(f"{out} is not empty and has no {mf.MANIFEST}: not a converted model, "
+                           f"refusing to replace it")
+
+
+def _publish(work: Path, out: Path, force: bool) -> None:
+    """Rename the finished directory into place (replacing an old conversion with force)."""
+    _check_replaceable(out, force)
+    old = None
+    if os.path.lexists(out):
+        old = out.with_name(f"{out.name}.old-{secrets.token_hex(4)}")
+        os.rename(out, old)
+    try:
+        os.rename(work, out)
+    except BaseException:
+        if old is not None:
+            os.rename(old, out)
+        raise
+    _fsync_dir(out.parent)
+    if old is not None:
+        shutil.rmtree(old, ignore_errors=True)
+
+
+def convert(src: str | Path, out: Path, weights: str = "int8", force: bool = False,
+            revision: str | None = None) -> Path:
+    """Convert checkpoint `src` (directory or hub repo id) into `out`; returns `out`."""
+    if weights not in WEIGHT_FORMATS:
+        raise ConvertError(f"unknown weight format {weights!r} (expected one of {', '.join(WEIGHT_FORMATS)})")
+    out = Path(out).absolute()
+    _check_replaceable(out, force)  # fail before a long download or conversion
+    for stale in out.parent.glob(f"{glob.escape(out.name)}.partial-*"):
+        log.warning("%s is left from a killed conversion (or one still running); delete it if not", stale)
+    root, source = resolve_source(src, revision)
+    spec = Checkpoint(root).spec  # validates the checkpoint before any work
+    source["content_sha256"], source["files"] = mf.source_digest(root)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    work = out.with_name(f"{out.name}.partial-{secrets.token_hex(4)}")
+    work.mkdir()
+    start = time.perf_counter()
+    try:
+        graphs = {name: _convert_graph(name, build, root, weights, work) for name, build in GRAPHS.items()}
+        files = _copy_runtime_files(root, work)
+        created = datetime.now(timezone.utc).isoformat(timespec="seconds")
+        manifest = mf.build_manifest(source, {"weights": weights}, graphs, files, spec, created)
+        _fsync_tree(work)
+        tmp = work / (mf.MANIFEST + ".tmp")
+        with open(tmp, "w", encoding="utf-8") as f:  # last: a directory without it is never valid
+            f.write(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.rename(tmp, work / mf.MANIFEST)
+        _fsync_dir(work)
+        _publish(work, out, force)
+    except BaseException:
+        shutil.rmtree(work, ignore_errors=True)
+        raise
+    total = sum(g["xml_bytes"] + g["bin_bytes"] for g in graphs.values())
+    log.info("converted %s -> %s (%s weights, %d graphs, %.1f MB) in %.1f s, peak RSS %.2f GB", src, out, weights,
+             len(graphs), total / 1e6, time.perf_counter() - start, _peak_rss_gb())
+    return out
+

@@ -1,0 +1,1 @@
+"""Running converted models: devices, KV block pool, sampling, the step runner."""

@@ -1,0 +1,72 @@
+"""A converted model directory, compiled: prompt embedding, paged talker, subcode graph."""
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import numpy as np
+import openvino as ov
+
+from ..convert.talker import to_paged
+from ..model.embed import PromptEmbeds
+from ..model.prompt import REF_FRAME, SPEAKER_SLOT, Prompt, PromptError, VoiceRequest, build_prompt
+from ..model.spec import ModelSpec, parse_model_config
+from ..model.tokenizer import TextTokenizer
+from .devices import compile_config
+
+log = logging.getLogger(__name__)
+
+
+def _json(path: Path) -> dict:
+    return json.loads(path.read_text(encoding="utf-8"))
+
+
+class LoadedModel:
+    """Compiled graphs of one converted directory plus its spec and tokenizer."""
+
+    def __init__(self, model_dir: str | Path, device: str = "CPU", precision: str = "f32",
+                 kv_precision: str = "u8") -> None:
+        self.dir = Path(model_dir)
+        self.spec: ModelSpec = parse_model_config(_json(self.dir / "config.json"),
+                                                  _json(self.dir / "generation_config.json"),
+                                                  _json(self.dir / "speech_tokenizer" / "config.json"),
+                                                  where=str(self.dir / "config.json"))
+        self.tokenizer = TextTokenizer.from_dir(self.dir)
+        self.precision, self.kv_precision, self.device = precision, kv_precision, device
+        core = ov.Core()
+        plain = compile_config(precision)
+        self.embed = core.compile_model(core.read_model(self.dir / "embed.xml"), device, plain)
+        self.subcode = core.compile_model(core.read_model(self.dir / "subcode.xml"), device, plain)
+        talker = to_paged(core.read_model(self.dir / "talker.xml"), self.spec.talker.stack.num_layers)
+        self.talker = core.compile_model(talker, device, compile_config(precision, kv_precision))
+        self.block_size = int(self.talker.input("value_cache.0").get_partial_shape()[2].get_length())
+        self._embed_req = self.embed.create_infer_request()
+        self.tts_pad = self._embed(np.array([self.spec.text_ids.tts_pad]), np.array([-1]))[0]
+        log.info("loaded %s on %s (%s, KV %s, block %d)", self.dir, device, precision, kv_precision, self.block_size)
+
+    def _embed(self, text_ids: np.ndarray, codec_ids: np.ndarray,
+               frames: np.ndarray | None = None) -> np.ndarray:
+        frames = np.zeros((0, self.spec.talker.num_code_groups), np.int64) if frames is None else frames
+        out = self._embed_req.infer({"text_ids": text_ids.astype(np.int64), "codec_ids": codec_ids.astype(np.int64),
+                                     "frame_codes": frames.astype(np.int64)})
+        return out["embeds"].copy() if frames.shape[0] == 0 else (out["embeds"].copy(), out["frame_embeds"].copy())
+
+    def prompt(self, req: VoiceRequest) -> Prompt:
+        return build_prompt(self.spec, self.tokenizer, req)
+
+    def embed_prompt(self, prompt: Prompt) -> PromptEmbeds:
+        """Both tracks through the embedding graph; speaker vectors and reference frames added here."""
+        codec = prompt.codec_ids
+        base = np.where(codec >= 0, codec, -1)
+        if prompt.ref_codes is not None:
+            prefill, frames = self._embed(prompt.text_ids, base, prompt.ref_codes)
+            prefill[codec == REF_FRAME] += frames
+        else:
+            prefill = self._embed(prompt.text_ids, base)
+        if (codec == SPEAKER_SLOT).any():
+            if prompt.speaker_vector is None:
+                raise PromptError("the prompt has a speaker slot but no speaker vector")
+            prefill[codec == SPEAKER_SLOT] += prompt.speaker_vector
+        trailing = self._embed(prompt.trailing_text_ids, np.full(len(prompt.trailing_text_ids), -1))
+        return PromptEmbeds(prefill=prefill, trailing=trailing)

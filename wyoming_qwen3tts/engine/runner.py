@@ -1,0 +1,181 @@
+"""The Python reference runner: one step = one paged talker call for every active sequence
+(prefills and decode steps mixed), sampling, one subcode call for the batch.
+
+It is the oracle of the native runner and the debugging path; the scheduler (admission,
+timeouts, aborts) sits above it.
+"""
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+import numpy as np
+import openvino as ov
+
+from ..model.embed import PromptEmbeds
+from .blocks import BlockPool
+from .model import LoadedModel
+from .sampling import SamplingParams, process_talker_logits, sample_row
+
+log = logging.getLogger(__name__)
+
+SUBCODE_STEPS = 15
+
+
+@dataclass
+class Sequence:
+    """One utterance being generated."""
+
+    id: int
+    embeds: PromptEmbeds
+    params: SamplingParams
+    max_frames: int
+    rng: np.random.Generator
+    cached: int = 0  # tokens already in the KV cache
+    pending: np.ndarray | None = None  # embeddings the next talker call feeds
+    frames: list[np.ndarray] = field(default_factory=list)  # [16] codes per frame
+    finished: bool = False
+    reason: str = ""  # "eos", "length" or an error
+
+    def __post_init__(self) -> None:
+        self.pending = self.embeds.prefill
+
+    @property
+    def codes(self) -> np.ndarray:
+        return np.stack(self.frames) if self.frames else np.zeros((0, SUBCODE_STEPS + 1), np.int64)
+
+
+class Runner:
+    """Owns the paged KV cache of one LoadedModel and steps sequences through it."""
+
+    def __init__(self, model: LoadedModel, num_blocks: int = 256) -> None:
+        self.model = model
+        self.pool = BlockPool(num_blocks, model.block_size)
+        self._talker = model.talker.create_infer_request()
+        self._subcode = model.subcode.create_infer_request()
+        for port in model.talker.inputs:
+            name = port.get_any_name()
+            if name.startswith(("key_cache.", "value_cache.")):
+                shape = [num_blocks] + [d.get_length() for d in list(port.get_partial_shape())[1:]]
+                self._talker.set_tensor(name, ov.Tensor(port.get_element_type(), shape))
+        self.active: list[Sequence] = []
+        self._next_id = 0
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self.pool.num_blocks * self.pool.block_size
+
+    def add(self, embeds: PromptEmbeds, params: SamplingParams, max_frames: int | None = None) -> Sequence:
+        """Start a sequence; raises ValueError when its prompt can never fit the cache."""
+        frames = params.max_new_tokens - 1 if max_frames is None else min(max_frames, params.max_new_tokens - 1)
+        length = embeds.prefill.shape[0]
+        limit = min(self.capacity_tokens, self.model.spec.talker.stack.max_position_embeddings)
+        if length + 1 > limit:
+            raise ValueError(f"prompt of {length} tokens does not fit the KV cache ({limit} tokens)")
+        if not self.pool.can_grow(-1, length):
+            raise MemoryError(f"KV pool has {self.pool.free} free blocks, the prompt needs {self.pool.blocks_for(length)}")
+        seq = Sequence(self._next_id, embeds, params, max(0, frames), np.random.default_rng(params.seed))
+        self._next_id += 1
+        self.pool.grow(seq.id, length)
+        if seq.max_frames == 0:
+            self._finish(seq, "length")
+        else:
+            self.active.append(seq)
+        return seq
+
+    def _finish(self, seq: Sequence, reason: str) -> None:
+        seq.finished, seq.reason, seq.pending = True, reason, None
+        self.pool.release(seq.id)
+
+    def abort(self, seq: Sequence, reason: str = "aborted") -> None:
+        if not seq.finished:
+            self._finish(seq, reason)
+        self.active = [s for s in self.active if s is not seq]
+
+    def step(self) -> list[Sequence]:
+        """Advance every active sequence by one frame; returns those that finished."""
+        batch = [s for s in self.active if not s.finished]
+        for seq in batch:
+            need = seq.cached + seq.pending.shape[0]
+            if not self.pool.can_grow(seq.id, need):
+                self._finish(seq, f"KV pool exhausted after {len(seq.frames)} frames")
+        batch = [s for s in batch if not s.finished]
+        if batch:
+            logits, hidden = self._run_talker(batch)
+            go = self._sample_code0(batch, logits)
+            if go:
+                self._run_subcode(go, hidden, batch)
+        done = [s for s in self.active if s.finished]
+        self.active = [s for s in self.active if not s.finished]
+        return done
+
+    def _run_talker(self, batch: list[Sequence]) -> tuple[np.ndarray, np.ndarray]:
+        counts = [s.pending.shape[0] for s in batch]
+        begins = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+        tables = [self.pool.grow(s.id, s.cached + n) for s, n in zip(batch, counts)]
+        inputs = {
+            "inputs_embeds": np.concatenate([s.pending for s in batch]).astype(np.float32),
+            "position_ids": np.concatenate([np.arange(s.cached, s.cached + n) for s, n in zip(batch, counts)]),
+            "past_lens": np.array([s.cached for s in batch], np.int32),
+            "subsequence_begins": begins,
+            "block_indices": np.concatenate(tables).astype(np.int32),
+            "block_indices_begins": np.concatenate([[0], np.cumsum([len(t) for t in tables])]).astype(np.int32),
+            "max_context_len": np.array(max(s.cached + n for s, n in zip(batch, counts)), np.int32),
+            "sample_rows": (begins[1:] - 1).astype(np.int64),
+        }
+        out = self._talker.infer(inputs)
+        for s, n in zip(batch, counts):
+            s.cached += n
+            s.pending = None
+        return out["logits"], out["hidden"]
+
+    def _sample_code0(self, batch: list[Sequence], logits: np.ndarray) -> list[int]:
+        """Pick each sequence's group-0 code; returns the batch rows that go on to the subcode."""
+        spec = self.model.spec
+        go = []
+        for row, seq in enumerate(batch):
+            p = seq.params
+            history = np.array([f[0] for f in seq.frames], np.int64)
+            z = process_talker_logits(logits[row], history, len(seq.frames), p.repetition_penalty,
+                                      spec.codec_ids.eos, spec.talker.vocab_size)
+            uniform = seq.rng.random()
+            code = sample_row(z, p.temperature, p.top_k, p.top_p, uniform) if p.do_sample else int(np.argmax(z))
+            if code == spec.codec_ids.eos:
+                self._finish(seq, "eos")
+            else:
+                seq.frames.append(np.array([code] + [0] * SUBCODE_STEPS, np.int64))
+                go.append(row)
+        return go
+
+    def _run_subcode(self, rows: list[int], hidden: np.ndarray, batch: list[Sequence]) -> None:
+        seqs = [batch[r] for r in rows]
+        sampled = [s.params.subtalker_do_sample for s in seqs]
+        out = self._subcode.infer({
+            "hidden": hidden[rows].astype(np.float32),
+            "code0": np.array([s.frames[-1][0] for s in seqs], np.int64),
+            "temperature": np.array([s.params.subtalker_temperature if d else 0.0 for s, d in zip(seqs, sampled)],
+                                    np.float32),
+            "top_k": np.array([s.params.subtalker_top_k for s in seqs], np.int64),
+            "top_p": np.array([s.params.subtalker_top_p for s in seqs], np.float32),
+            "uniform": np.stack([s.rng.random(SUBCODE_STEPS) for s in seqs]).astype(np.float32),
+        })
+        for i, seq in enumerate(seqs):
+            seq.frames[-1][1:] = out["codes"][i]
+            t = len(seq.frames) - 1  # this frame's index; its embedding carries trailing text t
+            text = seq.embeds.trailing[t] if t < seq.embeds.trailing.shape[0] else self.model.tts_pad
+            seq.pending = (out["frame_embedding"][i] + text)[None, :]
+            if len(seq.frames) >= seq.max_frames:
+                self._finish(seq, "length")
+
+
+def generate_codes(model: LoadedModel, prompts: list[PromptEmbeds], params: list[SamplingParams],
+                   num_blocks: int = 256, max_frames: int | None = None) -> list[Sequence]:
+    """Generate several utterances together, all in the same paged calls (no scheduler:
+    every prompt must fit the pool at once)."""
+    runner = Runner(model, num_blocks)
+    seqs = [runner.add(e, p, max_frames) for e, p in zip(prompts, params)]
+    for _ in range(max((s.max_frames for s in seqs), default=0) + 1):
+        if not runner.active:
+            break
+        runner.step()
+    return seqs

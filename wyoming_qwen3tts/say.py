@@ -1,0 +1,58 @@
+"""qwen3tts-say: synthesize offline with a converted model (codes now; audio with the codec)."""
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from .engine.devices import KV_PRECISIONS, PRECISIONS
+from .engine.model import LoadedModel
+from .engine.runner import generate_codes
+from .engine.sampling import SamplingParams
+from .model.prompt import PromptError, VoiceRequest
+
+log = logging.getLogger("qwen3tts-say")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="qwen3tts-say", description=__doc__)
+    parser.add_argument("text", help="what to say")
+    parser.add_argument("--model", required=True, type=Path, help="a directory written by qwen3tts-convert")
+    parser.add_argument("--voice", help="speaker of a CustomVoice model")
+    parser.add_argument("--language", default="auto")
+    parser.add_argument("--instruct", help="voice description (VoiceDesign) or style (1.7B CustomVoice)")
+    parser.add_argument("--greedy", action="store_true", help="greedy decoding (deterministic)")
+    parser.add_argument("--seed", type=int, help="seed for sampling")
+    parser.add_argument("--max-frames", type=int, help="stop after this many 80 ms frames")
+    parser.add_argument("--precision", choices=PRECISIONS, default="f32")
+    parser.add_argument("--kv-precision", choices=KV_PRECISIONS, default="u8")
+    parser.add_argument("--device", default="CPU")
+    parser.add_argument("--save-codes", type=Path, required=True, help="write the [frames, 16] codes (.npy)")
+    parser.add_argument("--debug", action="store_true")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(levelname)s %(message)s")
+    start = time.perf_counter()
+    model = LoadedModel(args.model, args.device, args.precision, args.kv_precision)
+    params = SamplingParams.from_defaults(model.spec.generation, seed=args.seed)
+    if args.greedy:
+        params = params.greedy()
+    try:
+        embeds = model.embed_prompt(model.prompt(VoiceRequest(args.text, args.language, args.voice, args.instruct)))
+    except PromptError as e:
+        log.error("%s", e)
+        return 2
+    loaded = time.perf_counter()
+    (seq,) = generate_codes(model, [embeds], [params], max_frames=args.max_frames)
+    elapsed = time.perf_counter() - loaded
+    np.save(args.save_codes, seq.codes)
+    log.info("%d frames (%.2f s of audio, stop: %s) in %.2f s (+%.2f s load) -> %s", len(seq.frames),
+             len(seq.frames) * 0.08, seq.reason, elapsed, loaded - start, args.save_codes)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
