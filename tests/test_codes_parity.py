@@ -123,3 +123,35 @@ def test_batch_equals_alone(models):
         (alone,) = ours(model, [req], max_new_tokens=25)
         assert_codes_equal(got, alone)
     assert len({r.shape[0] for r in together}) >= 1 and len({int(c[0, 0]) for c in together}) > 1
+
+
+@pytest.fixture(scope="module")
+def eos_pair(checkpoint_factory, tmp_path_factory):
+    """A tiny checkpoint whose EOS row of the codec head is scaled up, so greedy decoding
+    ends with EOS after about 20 frames (the official model decides where)."""
+    import shutil
+
+    from wyoming_qwen3tts.model.safetensors import SafetensorsFile, write_file
+
+    src = tmp_path_factory.mktemp("eos") / "ckpt"
+    shutil.copytree(checkpoint_factory("tiny", "custom_voice", dtype="float32"), src)
+    f = SafetensorsFile(src / "model.safetensors")
+    tensors = {n: np.array(f.raw(n)) for n in f.names()}
+    del f
+    tensors["talker.codec_head.weight"][2150] *= 2.5
+    write_file(src / "model.safetensors", tensors)
+    out = convert(src, tmp_path_factory.mktemp("eos-ov") / "ov", weights="fp32")
+    return OfficialCodes(src), LoadedModel(out, precision="f32", kv_precision="f32")
+
+
+def test_until_eos(eos_pair):
+    official, model = eos_pair
+    text = "Hello world, this is a test."
+    expected = official.run("generate_custom_voice", text=text, speaker="ryan", language="english",
+                            non_streaming_mode=True)
+    assert 2 < expected.shape[0] < FRAMES, "the modified checkpoint should stop on EOS"
+    params = SamplingParams.from_defaults(model.spec.generation, max_new_tokens=FRAMES + 1).greedy()
+    (seq,) = generate_codes(model, [model.embed_prompt(model.prompt(VoiceRequest(text, "english", "ryan")))],
+                            [params])
+    assert seq.reason == "eos"
+    assert_codes_equal(seq.codes, expected)

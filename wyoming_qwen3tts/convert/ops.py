@@ -74,12 +74,32 @@ def rope_tables(position_ids: Value, head_dim: int, theta: float) -> tuple[ov.Ou
     return out(op.cos(emb)), out(op.sin(emb))
 
 
-def apply_rope(x: Value, cos: ov.Output, sin: ov.Output, head_dim: int) -> ov.Output:
-    """x [B, heads, T, D] rotated: x·cos + rotate_half(x)·sin, rotate_half = [-x2, x1]."""
+def rope_constants(positions: list[int], head_dim: int, theta: float) -> tuple[ov.Output, ov.Output]:
+    """cos, sin [1, 1, T, D] for positions known when the graph is built (the code
+    predictor's 0..15), computed in float32 as the official code does."""
+    inv_freq = (1.0 / (np.float32(theta) ** (np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim))))
+    freqs = np.asarray(positions, np.float32)[:, None] * inv_freq.astype(np.float32)[None, :]
+    emb = np.concatenate([freqs, freqs], axis=-1)[None, None]
+    return f32(np.cos(emb).astype(np.float32)), f32(np.sin(emb).astype(np.float32))
+
+
+def apply_rope(x: Value, cos: ov.Output, sin: ov.Output, head_dim: int, fusable: bool = True) -> ov.Output:
+    """x [B, heads, T, D] rotated: x·cos + rotate_half(x)·sin, rotate_half = [-x2, x1].
+
+    fusable=True writes rotate_half as Slice/Negative/Concat, the pattern the CPU plugin
+    fuses into its RoPE kernel (right for the talker's runtime positions). fusable=False
+    writes it as a Gather and a sign vector, which no fusion matches: the fused kernel
+    gave wrong values for the code predictor's constant positions (OpenVINO 2026.4.1).
+    """
     half = head_dim // 2
-    x1 = op.slice(x, i64([0]), i64([half]), i64([1]), i64([-1]))
-    x2 = op.slice(x, i64([half]), i64([head_dim]), i64([1]), i64([-1]))
-    rotated = op.concat([op.negative(x2), x1], axis=-1)
+    if fusable:
+        x1 = op.slice(x, i64([0]), i64([half]), i64([1]), i64([-1]))
+        x2 = op.slice(x, i64([half]), i64([head_dim]), i64([1]), i64([-1]))
+        rotated = op.concat([op.negative(x2), x1], axis=-1)
+    else:
+        swap = np.concatenate([np.arange(half, head_dim), np.arange(0, half)])
+        sign = np.concatenate([-np.ones(half), np.ones(half)]).astype(np.float32)
+        rotated = op.multiply(op.gather(x, i64(swap), i64(-1)), f32(sign))
     return out(op.add(op.multiply(x, cos), op.multiply(rotated, sin)))
 
 
@@ -106,3 +126,21 @@ def repeat_kv(x: Value, groups: int, heads: int, head_dim: int) -> ov.Output:
     x = op.unsqueeze(x, i64([2]))  # [B, Hkv, 1, T, D]
     x = op.broadcast(x, i64([1, 1, groups, 1, 1]), broadcast_spec="BIDIRECTIONAL")
     return out(op.reshape(x, i64([0, heads, -1, head_dim]), special_zero=True))
+
+
+def explicit_attention(q: Value, k: Value, v: Value, scale: ov.Output, causal: bool) -> ov.Output:
+    """softmax(q kᵀ · scale [+ causal mask]) v for q [B,H,Tq,D], k/v [B,H,Tk,D].
+
+    The causal mask needs static Tq and Tk (the code predictor's first step: 2 and 2); it
+    is an additive constant (0 / float32 min, bottom-right aligned, as transformers builds
+    it). A Select against -inf computed in-graph gave wrong values after an IR round trip
+    on the CPU plugin (OpenVINO 2026.4.1), the constant does not."""
+    scores = op.multiply(op.matmul(q, k, transpose_a=False, transpose_b=True), scale)
+    if causal:
+        tq, tk = out(q).get_partial_shape()[2], out(k).get_partial_shape()[2]
+        if not (tq.is_static and tk.is_static):
+            raise ValueError("explicit causal attention needs static query and key lengths")
+        rows, cols = np.arange(tq.get_length())[:, None], np.arange(tk.get_length())[None, :]
+        mask = np.where(cols > rows + (tk.get_length() - tq.get_length()), np.finfo(np.float32).min, 0.0)
+        scores = op.add(scores, f32(mask.astype(np.float32)))
+    return out(op.matmul(op.softmax(scores, axis=-1), v, transpose_a=False, transpose_b=False))

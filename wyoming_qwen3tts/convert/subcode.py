@@ -22,7 +22,7 @@ import openvino as ov
 from openvino import opset13 as op
 
 from ..model.checkpoint import Checkpoint
-from .ops import Weights, f32, i64, linear, out, rms_norm, rope_tables
+from .ops import Weights, f32, i64, linear, out, rms_norm, rope_constants
 from .transformer import LayerWeights, decoder_layer
 
 log = logging.getLogger(__name__)
@@ -53,41 +53,35 @@ def _column(x: ov.Output, index: ov.Output) -> ov.Output:
     return out(op.squeeze(picked, i64([1])))
 
 
+TOP_K_MAX = 64  # sampled rows choose among at most this many candidates (official default 50)
+
+
 def sample_codes(logits: ov.Output, temperature: ov.Output, top_k: ov.Output, top_p: ov.Output,
                  uniform: ov.Output, vocab: int) -> ov.Output:
     """Codes [B] i64 from logits [B, V] with per-row parameters [B] and uniforms [B] in [0, 1).
 
-    Greedy is the lowest index of the maximum (torch.argmax). Sampled rows: top-k keeps the
-    scaled scores ≥ the k-th largest, ties included (HF); only that candidate set is sorted
-    (a full 2048-wide TopK costs ~0.5 ms on CPU, a stable one ~10 ms), so the default
-    top_k=50 stays cheap and no-limit rows pay for a full sort only when asked. top-p keeps
-    ranks whose exclusive cumulative probability is < top_p (HF: remove where the ascending
-    cumulative ≤ 1 - top_p), rank 0 always; the pick is the first rank whose cumulative kept
-    probability exceeds u·total. Among exactly equal scores the order is the device TopK's.
+    Greedy rows (temperature ≤ 0) take the argmax. Sampled rows, in HF order: scores /
+    temperature → top-k (k ≤ TOP_K_MAX; 0 or more means TOP_K_MAX) → top-p (ranks whose
+    exclusive cumulative probability is < top_p, rank 0 always) → inverse CDF with the
+    row's uniform. Every shape is static: one TopK of TOP_K_MAX per step. (A version with
+    data-dependent TopK widths computed right in memory but wrong after an IR round trip on
+    the CPU plugin, OpenVINO 2026.4.1.)
     """
+    width = min(TOP_K_MAX, vocab)
     sampled_row = op.greater(temperature, f32(0.0))
-    best = op.reduce_max(logits, i64([1]), keep_dims=True)
-    index = op.constant(np.arange(vocab, dtype=np.int64)[None, :])
-    greedy = op.reduce_min(op.select(op.equal(logits, best), index, i64(vocab)), i64([1]), keep_dims=False)
-
+    greedy = op.squeeze(op.topk(logits, i64(1), axis=-1, mode="max", sort="none",
+                                index_element_type="i64").output(1), i64([1]))
     scaled = op.divide(logits, op.unsqueeze(op.select(sampled_row, temperature, f32(1.0)), i64([1])))
-    no_k = op.logical_or(op.less_equal(top_k, i64(0)), op.greater_equal(top_k, i64(vocab)))
-    k = op.select(sampled_row, op.select(no_k, i64(vocab), top_k), i64(1))  # greedy rows: no sort needed
-    largest = op.topk(scaled, op.reduce_max(k, i64(0)), axis=-1, mode="max", sort="value",
-                      index_element_type="i64").output(0)
-    keep_k = op.greater_equal(scaled, op.unsqueeze(_column(out(largest), out(op.subtract(k, i64(1)))), i64([1])))
-    kept = op.reduce_sum(op.convert(keep_k, ov.Type.i64), i64([1]), keep_dims=False)  # k plus ties
-    width = op.reduce_max(kept, i64(0))
-    top = op.topk(op.select(keep_k, scaled, f32(-np.inf)), width, axis=-1, mode="max", sort="value",
-                  index_element_type="i64")
-    probs = op.softmax(top.output(0), axis=1)  # [B, K], zeros past a row's own candidates
-
-    rank = op.unsqueeze(op.range(i64(0), width, i64(1), "i64"), i64([0]))  # [1, K]
+    top = op.topk(scaled, i64(width), axis=-1, mode="max", sort="value", index_element_type="i64")
+    limit = op.select(op.logical_or(op.less_equal(top_k, i64(0)), op.greater(top_k, i64(width))), i64(width), top_k)
+    rank = i64(np.arange(width, dtype=np.int64)[None, :])  # [1, K]
+    keep_k = op.less(rank, op.unsqueeze(limit, i64([1])))
+    probs = op.softmax(op.select(keep_k, top.output(0), f32(np.finfo(np.float32).min)), axis=1)
+    probs = op.multiply(probs, op.convert(keep_k, ov.Type.f32))
     before = op.cumsum(probs, i64(1), exclusive=True)
     keep_p = op.logical_or(op.less(before, op.unsqueeze(top_p, i64([1]))),
                            op.unsqueeze(op.greater_equal(top_p, f32(1.0)), i64([1])))
-    keep = op.logical_and(op.less(rank, op.unsqueeze(kept, i64([1]))),
-                          op.logical_or(keep_p, op.equal(rank, i64(0))))
+    keep = op.logical_and(keep_k, op.logical_or(keep_p, op.equal(rank, i64(0))))
     cdf = op.cumsum(op.multiply(probs, op.convert(keep, ov.Type.f32)), i64(1))
     target = op.multiply(op.unsqueeze(uniform, i64([1])), op.reduce_max(cdf, i64([1]), keep_dims=True))
     pick = op.reduce_sum(op.convert(op.less_equal(cdf, target), ov.Type.i64), i64([1]), keep_dims=False)
@@ -137,11 +131,11 @@ def build_subcode(ckpt: Checkpoint, weights: Weights) -> ov.Model:
     codes: list[ov.Output] = []
     for g in range(1, steps + 1):
         positions = [[0, 1]] if g == 1 else [[g]]
-        cos, sin = rope_tables(i64(positions), s.head_dim, s.rope_theta)
+        cos, sin = rope_constants(positions[0], s.head_dim, s.rope_theta)
         x = proj(x)
         for i, lw in enumerate(layers):
             # the 2-position first step is causal; later single queries see every cached key
-            x = decoder_layer(x, lw, s, cos, sin, i, cache, causal=(g == 1))
+            x = decoder_layer(x, lw, s, cos, sin, i, cache, causal=(g == 1), fused=False)
         last = op.gather(x, i64(len(positions[0]) - 1), i64(1))  # [B, H]
         logits = linear(rms_norm(last, final_norm, s.rms_norm_eps), heads[g - 1])
         u = out(op.gather(uniform, i64(g - 1), i64(1)))

@@ -17,7 +17,8 @@ from openvino import opset13 as op
 
 from ..model.checkpoint import TensorStore
 from ..model.spec import LayerStackSpec
-from .ops import (Weights, apply_rope, linear, merge_heads, repeat_kv, rms_norm, split_heads, swiglu, to_bhtd)
+from .ops import (Weights, apply_rope, explicit_attention, linear, merge_heads, repeat_kv, rms_norm, split_heads,
+                  swiglu, to_bhtd)
 
 # (layer index, new keys [B,Hkv,T,D], new values) -> (all keys, all values) incl. the past
 KVCache = Callable[[int, ov.Output, ov.Output], tuple[ov.Output, ov.Output]]
@@ -52,20 +53,29 @@ class LayerWeights:
 
 
 def decoder_layer(x: ov.Output, lw: LayerWeights, s: LayerStackSpec, cos: ov.Output, sin: ov.Output,
-                  layer: int, cache: KVCache, causal: bool) -> ov.Output:
-    """One pre-norm layer on x [B, T, H]."""
+                  layer: int, cache: KVCache, causal: bool, fused: bool = True) -> ov.Output:
+    """One pre-norm layer on x [B, T, H].
+
+    fused=True writes attention and RoPE in the forms the plugins fuse (the paged-attention
+    pass needs the ScaledDotProductAttention). fused=False spells both out as plain ops
+    (MatMul/Softmax, Gather-based rotate_half): the code predictor needs that, because the
+    CPU plugin's fused RoPE gave wrong codes with its constant positions (OpenVINO
+    2026.4.1, seen only after an IR round trip), and over ≤16 positions it costs nothing."""
     h = rms_norm(x, lw.input_norm, s.rms_norm_eps)
     q = apply_rope(to_bhtd(rms_norm(split_heads(linear(h, lw.q), s.num_heads, s.head_dim), lw.q_norm, s.rms_norm_eps)),
-                   cos, sin, s.head_dim)
+                   cos, sin, s.head_dim, fused)
     k = apply_rope(to_bhtd(rms_norm(split_heads(linear(h, lw.k), s.num_kv_heads, s.head_dim), lw.k_norm,
-                                    s.rms_norm_eps)), cos, sin, s.head_dim)
+                                    s.rms_norm_eps)), cos, sin, s.head_dim, fused)
     v = to_bhtd(split_heads(linear(h, lw.v), s.num_kv_heads, s.head_dim))
     k_all, v_all = cache(layer, k, v)
     groups = s.num_heads // s.num_kv_heads
     k_all = repeat_kv(k_all, groups, s.num_heads, s.head_dim)
     v_all = repeat_kv(v_all, groups, s.num_heads, s.head_dim)
     scale = op.constant(np.float32(1.0 / np.sqrt(s.head_dim)))
-    attn = op.scaled_dot_product_attention(q, k_all, v_all, scale=scale, causal=causal)
+    if fused:
+        attn = op.scaled_dot_product_attention(q, k_all, v_all, scale=scale, causal=causal)
+    else:
+        attn = explicit_attention(q, k_all, v_all, scale, causal)
     x = op.add(x, linear(merge_heads(attn, s.num_heads * s.head_dim), lw.o))
     h = rms_norm(x, lw.post_norm, s.rms_norm_eps)
     return op.add(x, swiglu(h, lw.gate, lw.up, lw.down)).output(0)

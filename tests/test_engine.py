@@ -1,0 +1,89 @@
+"""The reference engine: block pool, sampling rules, bad input, precisions."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from wyoming_qwen3tts.convert.pipeline import convert
+from wyoming_qwen3tts.engine.blocks import BlockPool
+from wyoming_qwen3tts.engine.model import LoadedModel
+from wyoming_qwen3tts.engine.runner import Runner, generate_codes
+from wyoming_qwen3tts.engine.sampling import SamplingParams, process_talker_logits, sample_row
+from wyoming_qwen3tts.model.prompt import PromptError, VoiceRequest
+
+
+def test_block_pool_grows_and_releases():
+    pool = BlockPool(4, 32)
+    assert pool.grow(1, 33) == [0, 1] and pool.free == 2
+    assert pool.grow(1, 64) == [0, 1] and pool.can_grow(2, 64) and not pool.can_grow(2, 65)
+    with pytest.raises(MemoryError, match="exhausted"):
+        pool.grow(2, 100)
+    pool.release(1)
+    pool.release(1)
+    assert pool.free == 4 and pool.used == 0
+
+
+def test_talker_logit_rules():
+    z = np.linspace(-1, 1, 3072).astype(np.float32)
+    out = process_talker_logits(z, np.array([0, 3000 - 2048, 2047]), step=0, penalty=2.0, eos=2150, vocab_size=3072)
+    assert out[0] == z[0] * 2 and out[2047] == z[2047] / 2  # negative logits grow, positive shrink
+    assert out[2150] == -np.inf  # EOS masked in the first frames
+    assert np.isinf(out[2048:]).all()  # control ids suppressed
+    later = process_talker_logits(z, np.array([], np.int64), step=5, penalty=1.05, eos=2150, vocab_size=3072)
+    assert later[2150] == z[2150] and np.isinf(np.delete(later[2048:], 2150 - 2048)).all()
+    assert int(np.argmax(later)) == 2150
+
+
+def test_sampling_rule():
+    z = np.array([0.0, 3.0, 2.0, 1.0, -5.0])
+    assert sample_row(z, 1.0, top_k=1, top_p=1.0, uniform=0.99) == 1
+    assert {sample_row(z, 1.0, 2, 1.0, u) for u in np.linspace(0, 0.999, 50)} == {1, 2}
+    assert sample_row(z, 1.0, 0, 0.5, 0.99) == 1  # top-p keeps only the head when it alone reaches p
+    draws = [sample_row(z, 1.0, 0, 1.0, u) for u in np.random.default_rng(0).random(4000)]
+    p = np.exp(z) / np.exp(z).sum()
+    assert np.allclose(np.bincount(draws, minlength=5) / 4000, p, atol=0.03)
+
+
+@pytest.fixture(scope="module")
+def model(checkpoint_factory, tmp_path_factory):
+    out = convert(checkpoint_factory("tiny", "custom_voice"), tmp_path_factory.mktemp("ov") / "m", weights="int8")
+    return LoadedModel(out, precision="f32", kv_precision="u8")
+
+
+def test_prompt_longer_than_the_cache(model):
+    runner = Runner(model, num_blocks=1)
+    embeds = model.embed_prompt(model.prompt(VoiceRequest("word " * 40, "english", "ryan")))
+    with pytest.raises(ValueError, match="does not fit the KV cache"):
+        runner.add(embeds, SamplingParams())
+    assert runner.pool.free == 1 and not runner.active
+
+
+def test_unknown_voice_is_a_clear_error(model):
+    with pytest.raises(PromptError, match="unknown speaker 'nobody'"):
+        model.prompt(VoiceRequest("Hi", speaker="nobody"))
+
+
+def test_seeded_sampling_is_reproducible_in_any_batch(model):
+    params = SamplingParams.from_defaults(model.spec.generation, seed=11, max_new_tokens=13)
+    req = model.embed_prompt(model.prompt(VoiceRequest("Hello there.", "english", "ryan")))
+    other = model.embed_prompt(model.prompt(VoiceRequest("Something else entirely.", "auto", "vivian")))
+    (alone,) = generate_codes(model, [req], [params])
+    together = generate_codes(model, [other, req], [SamplingParams.from_defaults(model.spec.generation, seed=5,
+                                                                                 max_new_tokens=13), params])
+    np.testing.assert_array_equal(alone.codes, together[1].codes)
+    (reseeded,) = generate_codes(model, [req], [SamplingParams.from_defaults(model.spec.generation, seed=12,
+                                                                             max_new_tokens=13)])
+    assert not np.array_equal(alone.codes, reseeded.codes)
+    assert alone.codes.shape == (12, 16) and alone.codes.min() >= 0 and alone.codes.max() < 2048
+
+
+def test_pool_exhaustion_ends_the_sequence_and_frees_blocks(model):
+    runner = Runner(model, num_blocks=1)
+    embeds = model.embed_prompt(model.prompt(VoiceRequest("Hi.", "english", "ryan")))
+    seq = runner.add(embeds, SamplingParams.from_defaults(model.spec.generation, max_new_tokens=200).greedy())
+    for _ in range(60):
+        if not runner.active:
+            break
+        runner.step()
+    assert seq.finished and "exhausted" in seq.reason and runner.pool.free == 1
+    assert len(seq.frames) == 32 - embeds.prefill.shape[0] + 1  # the prompt, then one token per frame
