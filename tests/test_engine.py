@@ -87,3 +87,22 @@ def test_pool_exhaustion_ends_the_sequence_and_frees_blocks(model):
         runner.step()
     assert seq.finished and "exhausted" in seq.reason and runner.pool.free == 1
     assert len(seq.frames) == 32 - embeds.prefill.shape[0] + 1  # the prompt, then one token per frame
+
+
+def test_embedding_graph_equals_numpy_for_every_track(checkpoint_factory, tmp_path):
+    """The embedding graph (text track, codec track, speaker vector, reference frames) equals
+    the numpy embedding that the prompt parity tests check against the official model."""
+    from wyoming_qwen3tts.model.checkpoint import Checkpoint
+    from wyoming_qwen3tts.model.embed import PromptEmbedder
+
+    src = checkpoint_factory("tiny-1.7b", "base", dtype="float32")
+    model = LoadedModel(convert(src, tmp_path / "ov", weights="fp32"), precision="f32", kv_precision="f32")
+    rng = np.random.default_rng(0)
+    for non_streaming in (False, True):
+        req = VoiceRequest("Hello world, clone me.", "english", speaker_vector=rng.standard_normal(64).astype(np.float32),
+                           ref_text="The reference words.", ref_codes=rng.integers(0, 2048, (9, 16)),
+                           non_streaming=non_streaming)
+        prompt = model.prompt(req)
+        ours, reference = model.embed_prompt(prompt), PromptEmbedder(Checkpoint(src))(prompt)
+        np.testing.assert_allclose(ours.prefill, reference.prefill, atol=1e-5, rtol=0)
+        np.testing.assert_allclose(ours.trailing, reference.trailing, atol=1e-5, rtol=0)

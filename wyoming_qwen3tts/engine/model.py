@@ -42,15 +42,16 @@ class LoadedModel:
         self.talker = core.compile_model(talker, device, compile_config(precision, kv_precision))
         self.block_size = int(self.talker.input("value_cache.0").get_partial_shape()[2].get_length())
         self._embed_req = self.embed.create_infer_request()
-        self.tts_pad = self._embed(np.array([self.spec.text_ids.tts_pad]), np.array([-1]))[0]
+        self.tts_pad = self._embed(np.array([self.spec.text_ids.tts_pad]), np.array([-1]))[0][0]
         log.info("loaded %s on %s (%s, KV %s, block %d)", self.dir, device, precision, kv_precision, self.block_size)
 
     def _embed(self, text_ids: np.ndarray, codec_ids: np.ndarray,
-               frames: np.ndarray | None = None) -> np.ndarray:
+               frames: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """(track sums [N, H], reference-frame sums [R, H]) from the embedding graph."""
         frames = np.zeros((0, self.spec.talker.num_code_groups), np.int64) if frames is None else frames
         out = self._embed_req.infer({"text_ids": text_ids.astype(np.int64), "codec_ids": codec_ids.astype(np.int64),
                                      "frame_codes": frames.astype(np.int64)})
-        return out["embeds"].copy() if frames.shape[0] == 0 else (out["embeds"].copy(), out["frame_embeds"].copy())
+        return out["embeds"].copy(), out["frame_embeds"].copy()
 
     def prompt(self, req: VoiceRequest) -> Prompt:
         return build_prompt(self.spec, self.tokenizer, req)
@@ -59,14 +60,12 @@ class LoadedModel:
         """Both tracks through the embedding graph; speaker vectors and reference frames added here."""
         codec = prompt.codec_ids
         base = np.where(codec >= 0, codec, -1)
+        prefill, frames = self._embed(prompt.text_ids, base, prompt.ref_codes)
         if prompt.ref_codes is not None:
-            prefill, frames = self._embed(prompt.text_ids, base, prompt.ref_codes)
             prefill[codec == REF_FRAME] += frames
-        else:
-            prefill = self._embed(prompt.text_ids, base)
         if (codec == SPEAKER_SLOT).any():
             if prompt.speaker_vector is None:
                 raise PromptError("the prompt has a speaker slot but no speaker vector")
             prefill[codec == SPEAKER_SLOT] += prompt.speaker_vector
-        trailing = self._embed(prompt.trailing_text_ids, np.full(len(prompt.trailing_text_ids), -1))
+        trailing, _ = self._embed(prompt.trailing_text_ids, np.full(len(prompt.trailing_text_ids), -1))
         return PromptEmbeds(prefill=prefill, trailing=trailing)

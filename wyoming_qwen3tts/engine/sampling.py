@@ -10,7 +10,7 @@ per-request generator, so a seed reproduces a result whatever else is in the bat
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -21,26 +21,15 @@ MIN_NEW_TOKENS = 2
 
 
 @dataclass(frozen=True)
-class SamplingParams:
-    do_sample: bool = True
-    temperature: float = 0.9
-    top_k: int = 50
-    top_p: float = 1.0
-    repetition_penalty: float = 1.05
-    subtalker_do_sample: bool = True
-    subtalker_temperature: float = 0.9
-    subtalker_top_k: int = 50
-    subtalker_top_p: float = 1.0
-    max_new_tokens: int = 2048
+class SamplingParams(GenerationDefaults):
+    """The checkpoint's generation defaults, overridable per request, plus a seed."""
+
     seed: int | None = None
 
     @classmethod
     def from_defaults(cls, gen: GenerationDefaults, **overrides: Any) -> "SamplingParams":
-        """The checkpoint's generation_config.json, with per-request overrides (None = keep)."""
-        base = cls(gen.do_sample, gen.temperature, gen.top_k, gen.top_p, gen.repetition_penalty,
-                   gen.subtalker_do_sample, gen.subtalker_temperature, gen.subtalker_top_k, gen.subtalker_top_p,
-                   gen.max_new_tokens)
-        params = replace(base, **{k: v for k, v in overrides.items() if v is not None})
+        """generation_config.json values with per-request overrides (None = keep)."""
+        params = replace(cls(**asdict(gen)), **{k: v for k, v in overrides.items() if v is not None})
         params.validate()
         return params
 
