@@ -57,22 +57,24 @@ def test_convert_writes_ir_manifest_and_runtime_files(converted, checkpoint_fact
     for rel in RUNTIME_FILES + ("speech_tokenizer/preprocessor_config.json",):
         assert (out / rel).read_bytes() == (src / rel).read_bytes(), rel
     assert not list(out.rglob("*.safetensors"))
-    assert m["format_version"] == FORMAT_VERSION and m["options"] == {"weights": fmt}
+    assert m["format_version"] == FORMAT_VERSION and m["options"] == {
+        "weights": fmt, "codec_weights": "fp32", "first_chunks": [1, 2, 4], "steady_chunks": [8, 24]}
     assert m["source"]["path"] == str(src.resolve()) and m["source"]["content_sha256"] == source_digest(src)[0]
     assert "model.safetensors" in m["source"]["files"]
     assert m["model"] == {"type": "custom_voice", "size": spec.model_size}
     assert set(m["versions"]) >= {"openvino", "nncf", "numpy"} and m["created"].endswith("+00:00")
-    assert list(m["graphs"]) == list(GRAPHS)
+    codec = ["codec", "codec_first_1", "codec_first_2", "codec_first_4", "codec_steady_8", "codec_steady_24"]
+    assert list(m["graphs"]) == list(GRAPHS) + codec
     core = ov.Core()
     for name, g in m["graphs"].items():
-        assert g["weights"] == {"int8": "int8_sym"}.get(fmt, fmt)
+        assert g["weights"] == ("fp32" if name.startswith("codec") else {"int8": "int8_sym"}.get(fmt, fmt))
         assert g["bin_bytes"] == (out / g["bin"]).stat().st_size
         model = core.read_model(out / g["xml"])
         for ports, recorded in ((model.inputs, g["inputs"]), (model.outputs, g["outputs"])):
             assert [(p.get_any_name(), p.get_partial_shape(), p.get_element_type().get_type_name()) for p in ports] == \
                 [(r["name"], ov.PartialShape(r["shape"]), r["type"]) for r in recorded]
-        kinds = g["constant_bytes"]
-        assert ("i8" in kinds) == (fmt == "int8") and ("f16" in kinds) == (fmt != "fp32"), (name, kinds)
+        kinds, lm = g["constant_bytes"], not name.startswith("codec")  # the codec stays fp32
+        assert ("i8" in kinds) == (lm and fmt == "int8") and ("f16" in kinds) == (lm and fmt != "fp32"), (name, kinds)
     assert m["graphs"]["talker"]["states"], "the talker IR is stateful"
 
 

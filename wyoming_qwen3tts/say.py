@@ -1,4 +1,4 @@
-"""qwen3tts-say: synthesize offline with a converted model (codes now; audio with the codec)."""
+"""qwen3tts-say: synthesize with a converted model into a WAV file (and/or the codes)."""
 from __future__ import annotations
 
 import argparse
@@ -11,7 +11,8 @@ import numpy as np
 
 from .engine.devices import KV_PRECISIONS, PRECISIONS
 from .engine.model import LoadedModel
-from .engine.runner import generate_codes
+from .engine.audio import SAMPLE_RATE, write_wav
+from .engine.runner import ChunkSchedule, generate_codes
 from .engine.sampling import SamplingParams
 from .model.prompt import PromptError, VoiceRequest
 
@@ -31,10 +32,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--precision", choices=PRECISIONS, default="f32")
     parser.add_argument("--kv-precision", choices=KV_PRECISIONS, default="u8")
     parser.add_argument("--device", default="CPU")
-    parser.add_argument("--save-codes", type=Path, required=True, help="write the [frames, 16] codes (.npy)")
+    parser.add_argument("-o", "--output", type=Path, help="write 16-bit mono 24 kHz PCM to this WAV file")
+    parser.add_argument("--save-codes", type=Path, help="write the [frames, 16] codes (.npy)")
+    parser.add_argument("--first-chunk", type=int, default=1, help="frames in the first codec call (latency)")
+    parser.add_argument("--steady-chunk", type=int, default=8, help="frames per codec call after the first")
+    parser.add_argument("--offline", action="store_true", help="decode all codes at the end in one call")
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(levelname)s %(message)s")
+    if args.output is None and args.save_codes is None:
+        parser.error("nothing to write: give -o out.wav and/or --save-codes codes.npy")
     start = time.perf_counter()
     model = LoadedModel(args.model, args.device, args.precision, args.kv_precision)
     params = SamplingParams.from_defaults(model.spec.generation, seed=args.seed)
@@ -46,11 +53,20 @@ def main(argv: list[str] | None = None) -> int:
         log.error("%s", e)
         return 2
     loaded = time.perf_counter()
-    (seq,) = generate_codes(model, [embeds], [params], max_frames=args.max_frames)
+    schedule = ChunkSchedule(args.first_chunk, args.steady_chunk, args.offline)
+    try:
+        (seq,) = generate_codes(model, [embeds], [params], max_frames=args.max_frames, schedule=schedule)
+    except ValueError as e:
+        log.error("%s", e)
+        return 2
     elapsed = time.perf_counter() - loaded
-    np.save(args.save_codes, seq.codes)
+    if args.save_codes:
+        np.save(args.save_codes, seq.codes)
+    if args.output:
+        write_wav(args.output, seq.pcm, SAMPLE_RATE)
     log.info("%d frames (%.2f s of audio, stop: %s) in %.2f s (+%.2f s load) -> %s", len(seq.frames),
-             len(seq.frames) * 0.08, seq.reason, elapsed, loaded - start, args.save_codes)
+             seq.pcm.size / SAMPLE_RATE, seq.reason, elapsed, loaded - start,
+             ", ".join(str(p) for p in (args.output, args.save_codes) if p))
     return 0
 
 

@@ -11,9 +11,19 @@ from types import FrameType
 
 from ..model.checkpoint import CheckpointError
 from .ops import WEIGHT_FORMATS
-from .pipeline import ConvertError, convert
+from .pipeline import CODEC_FORMATS, FIRST_CHUNKS, STEADY_CHUNKS, ConvertError, convert
 
 log = logging.getLogger("qwen3tts-convert")
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    try:
+        sizes = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected comma-separated frame counts, got {text!r}") from None
+    if not sizes or min(sizes) < 1:
+        raise argparse.ArgumentTypeError(f"chunk sizes must be positive frame counts, got {text!r}")
+    return sizes
 
 
 def _interrupt(signum: int, frame: FrameType | None) -> None:
@@ -27,6 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="output directory (created atomically)")
     parser.add_argument("--weights", choices=WEIGHT_FORMATS, default="int8",
                         help="int8: INT8_SYM weights via nncf (default, fastest); fp16 / fp32: uncompressed")
+    parser.add_argument("--codec-weights", choices=CODEC_FORMATS, default="fp32",
+                        help="codec decoder weights (fp32 is exact; fp16 halves its size)")
+    parser.add_argument("--first-chunks", type=_sizes, default=FIRST_CHUNKS,
+                        help="comma-separated frame counts of the first codec call to export (default 1,2,4)")
+    parser.add_argument("--steady-chunks", type=_sizes, default=STEADY_CHUNKS,
+                        help="comma-separated frame counts of later codec calls to export (default 8,24)")
     parser.add_argument("--revision", help="hub branch, tag or commit (only with a repo id)")
     parser.add_argument("--force", action="store_true", help="replace an existing converted OUT")
     parser.add_argument("--debug", action="store_true", help="debug logging and tracebacks")
@@ -36,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
     in_main = threading.current_thread() is threading.main_thread()
     previous = signal.signal(signal.SIGTERM, _interrupt) if in_main else None
     try:
-        convert(args.src, args.out, weights=args.weights, force=args.force, revision=args.revision)
+        convert(args.src, args.out, weights=args.weights, force=args.force, revision=args.revision,
+                codec_weights=args.codec_weights, first_chunks=args.first_chunks, steady_chunks=args.steady_chunks)
     except (ConvertError, CheckpointError) as e:
         log.error("%s", e, exc_info=args.debug)
         return 1

@@ -19,12 +19,15 @@ import shutil
 import time
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Callable
+from functools import partial
+from typing import Any, Callable, Sequence
 
 import openvino as ov
 
 from ..model.checkpoint import Checkpoint
 from . import manifest as mf
+from .codec import build_codec_decoder
+from .codec_stream import build_codec_first, build_codec_steady
 from .embed import build_embed
 from .ops import WEIGHT_FORMATS, Weights
 from .subcode import build_subcode
@@ -39,8 +42,22 @@ log = logging.getLogger(__name__)
 
 Builder = Callable[[Checkpoint, Weights], ov.Model]
 
-# The graphs of a converted model, in conversion order: the one place a new graph is added.
+# The language-model graphs of a converted model, in conversion order (weights: --weights).
 GRAPHS: dict[str, Builder] = {"embed": build_embed, "talker": build_talker, "subcode": build_subcode}
+CODEC_FORMATS = ("fp32", "fp16")  # the codec is never INT8: exactness needs fp32 (fp16 optional)
+FIRST_CHUNKS = (1, 2, 4)  # frames per first codec call the runtime may choose from
+STEADY_CHUNKS = (8, 24)
+
+
+def codec_graphs(first: Sequence[int] = FIRST_CHUNKS, steady: Sequence[int] = STEADY_CHUNKS) -> dict[str, Builder]:
+    """The offline decoder plus a static-shape streaming graph per exported chunk size."""
+    graphs: dict[str, Builder] = {"codec": build_codec_decoder}
+    for kind, sizes, build in (("first", first, build_codec_first), ("steady", steady, build_codec_steady)):
+        for n in sorted(set(sizes)):
+            if n < 1:
+                raise ConvertError(f"codec chunk sizes must be at least 1 frame, got {n}")
+            graphs[f"codec_{kind}_{n}"] = partial(build, frames=n)
+    return graphs
 
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
@@ -185,10 +202,17 @@ def _publish(work: Path, out: Path, force: bool) -> None:
 
 
 def convert(src: str | Path, out: Path, weights: str = "int8", force: bool = False,
-            revision: str | None = None) -> Path:
+            revision: str | None = None, codec_weights: str = "fp32", first_chunks: Sequence[int] = FIRST_CHUNKS,
+            steady_chunks: Sequence[int] = STEADY_CHUNKS) -> Path:
     """Convert checkpoint `src` (directory or hub repo id) into `out`; returns `out`."""
     if weights not in WEIGHT_FORMATS:
         raise ConvertError(f"unknown weight format {weights!r} (expected one of {', '.join(WEIGHT_FORMATS)})")
+    if codec_weights not in CODEC_FORMATS:
+        raise ConvertError(f"unknown codec weight format {codec_weights!r} (expected one of {', '.join(CODEC_FORMATS)})")
+    if not steady_chunks:
+        raise ConvertError("export at least one steady codec chunk size")
+    plan = [(name, build, weights) for name, build in GRAPHS.items()]
+    plan += [(name, build, codec_weights) for name, build in codec_graphs(first_chunks, steady_chunks).items()]
     out = Path(out).absolute()
     _check_replaceable(out, force)  # fail before a long download or conversion
     for stale in out.parent.glob(f"{glob.escape(out.name)}.partial-*"):
@@ -201,10 +225,12 @@ def convert(src: str | Path, out: Path, weights: str = "int8", force: bool = Fal
     work.mkdir()
     start = time.perf_counter()
     try:
-        graphs = {name: _convert_graph(name, build, root, weights, work) for name, build in GRAPHS.items()}
+        graphs = {name: _convert_graph(name, build, root, fmt, work) for name, build, fmt in plan}
         files = _copy_runtime_files(root, work)
         created = datetime.now(timezone.utc).isoformat(timespec="seconds")
-        manifest = mf.build_manifest(source, {"weights": weights}, graphs, files, spec, created)
+        options = {"weights": weights, "codec_weights": codec_weights, "first_chunks": sorted(set(first_chunks)),
+                   "steady_chunks": sorted(set(steady_chunks))}
+        manifest = mf.build_manifest(source, options, graphs, files, spec, created)
         _fsync_tree(work)
         tmp = work / (mf.MANIFEST + ".tmp")
         with open(tmp, "w", encoding="utf-8") as f:  # last: a directory without it is never valid

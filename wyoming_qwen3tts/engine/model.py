@@ -13,6 +13,7 @@ from ..model.embed import PromptEmbeds
 from ..model.prompt import REF_FRAME, SPEAKER_SLOT, Prompt, PromptError, VoiceRequest, build_prompt
 from ..model.spec import ModelSpec, parse_model_config
 from ..model.tokenizer import TextTokenizer
+from .codec_stream import StreamingCodec
 from .devices import compile_config
 
 log = logging.getLogger(__name__)
@@ -41,9 +42,14 @@ class LoadedModel:
         talker = to_paged(core.read_model(self.dir / "talker.xml"), self.spec.talker.stack.num_layers)
         self.talker = core.compile_model(talker, device, compile_config(precision, kv_precision))
         self.block_size = int(self.talker.input("value_cache.0").get_partial_shape()[2].get_length())
+        self.codec = core.compile_model(core.read_model(self.dir / "codec.xml"), device, plain)
+        chunks = {kind: {int(p.stem.rsplit("_", 1)[1]): core.compile_model(core.read_model(p), device, plain)
+                         for p in sorted(self.dir.glob(f"codec_{kind}_*.xml"))} for kind in ("first", "steady")}
+        self.streaming = StreamingCodec(chunks["first"], chunks["steady"])
         self._embed_req = self.embed.create_infer_request()
         self.tts_pad = self._embed(np.array([self.spec.text_ids.tts_pad]), np.array([-1]))[0][0]
-        log.info("loaded %s on %s (%s, KV %s, block %d)", self.dir, device, precision, kv_precision, self.block_size)
+        log.info("loaded %s on %s (%s, KV %s, block %d; codec chunks first %s, steady %s)", self.dir, device, precision,
+                 kv_precision, self.block_size, sorted(chunks["first"]), sorted(chunks["steady"]))
 
     def _embed(self, text_ids: np.ndarray, codec_ids: np.ndarray,
                frames: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -52,6 +58,12 @@ class LoadedModel:
         out = self._embed_req.infer({"text_ids": text_ids.astype(np.int64), "codec_ids": codec_ids.astype(np.int64),
                                      "frame_codes": frames.astype(np.int64)})
         return out["embeds"].copy(), out["frame_embeds"].copy()
+
+    def decode_offline(self, codes: np.ndarray) -> np.ndarray:
+        """PCM of a whole utterance's codes [T, 16] in one call of the offline decoder."""
+        if codes.shape[0] == 0:
+            return np.zeros(0, np.float32)
+        return self.codec({"codes": codes.T[None].astype(np.int64)})["pcm"][0].copy()
 
     def prompt(self, req: VoiceRequest) -> Prompt:
         return build_prompt(self.spec, self.tokenizer, req)

@@ -14,12 +14,23 @@ import openvino as ov
 
 from ..model.embed import PromptEmbeds
 from .blocks import BlockPool
+from .codec_stream import CodecStream
 from .model import LoadedModel
 from .sampling import SamplingParams, process_talker_logits, sample_row
 
 log = logging.getLogger(__name__)
 
 SUBCODE_STEPS = 15
+
+
+@dataclass(frozen=True)
+class ChunkSchedule:
+    """Frames per codec call: `first` for a stream's first chunk (latency), `steady` after
+    (throughput). `offline` decodes nothing while generating (decode the codes at the end)."""
+
+    first: int = 1
+    steady: int = 8
+    offline: bool = False
 
 
 @dataclass
@@ -36,6 +47,8 @@ class Sequence:
     frames: list[np.ndarray] = field(default_factory=list)  # [16] codes per frame
     finished: bool = False
     reason: str = ""  # "eos", "length" or an error
+    codec: CodecStream = field(default_factory=CodecStream)
+    audio: list[np.ndarray] = field(default_factory=list)  # PCM chunks, in order
 
     def __post_init__(self) -> None:
         self.pending = self.embeds.prefill
@@ -44,12 +57,22 @@ class Sequence:
     def codes(self) -> np.ndarray:
         return np.stack(self.frames) if self.frames else np.zeros((0, SUBCODE_STEPS + 1), np.int64)
 
+    @property
+    def pcm(self) -> np.ndarray:
+        return np.concatenate(self.audio) if self.audio else np.zeros(0, np.float32)
+
 
 class Runner:
     """Owns the paged KV cache of one LoadedModel and steps sequences through it."""
 
-    def __init__(self, model: LoadedModel, num_blocks: int = 256) -> None:
+    def __init__(self, model: LoadedModel, num_blocks: int = 256, schedule: ChunkSchedule = ChunkSchedule()) -> None:
         self.model = model
+        self.schedule = schedule
+        codec = model.streaming
+        if not schedule.offline and (schedule.first not in codec.first and schedule.first not in codec.steady
+                                     or schedule.steady not in codec.steady):
+            raise ValueError(f"no codec graphs for chunks first={schedule.first} steady={schedule.steady} "
+                             f"(exported: first {sorted(codec.first)}, steady {sorted(codec.steady)})")
         self.pool = BlockPool(num_blocks, model.block_size)
         self._talker = model.talker.create_infer_request()
         self._subcode = model.subcode.create_infer_request()
@@ -105,9 +128,39 @@ class Runner:
             go = self._sample_code0(batch, logits)
             if go:
                 self._run_subcode(go, hidden, batch)
+        if not self.schedule.offline:
+            self._decode_ready(self.active)
         done = [s for s in self.active if s.finished]
         self.active = [s for s in self.active if not s.finished]
         return done
+
+    def _next_chunk(self, seq: Sequence) -> tuple[int, np.ndarray] | None:
+        """(graph size, codes [16, m]) of the sequence's next codec call, if one is due: a
+        full chunk, or the final partial one once the sequence has finished."""
+        size = self.schedule.first if seq.codec.frames == 0 else self.schedule.steady
+        ready = len(seq.frames) - seq.codec.frames
+        if ready >= size or (seq.finished and ready > 0):
+            take = min(size, ready)
+            return size, np.stack(seq.frames[seq.codec.frames:seq.codec.frames + take]).T
+        return None
+
+    def _decode_ready(self, seqs: list[Sequence]) -> None:
+        """Decode every due chunk, one call per chunk size for all sequences that need it;
+        repeats while some sequence still has a due chunk (at most one chunk per sequence
+        per call, since its state moves on)."""
+        for _ in range(len(seqs) * 4 + 4):
+            due: dict[int, list[tuple[Sequence, np.ndarray]]] = {}
+            for seq in seqs:
+                chunk = self._next_chunk(seq)
+                if chunk is not None:
+                    due.setdefault(chunk[0], []).append((seq, chunk[1]))
+            if not due:
+                return
+            for size, items in due.items():
+                pcms = self.model.streaming.decode([s.codec for s, _ in items], [c for _, c in items], size)
+                for (seq, _), pcm in zip(items, pcms):
+                    seq.audio.append(pcm)
+        raise AssertionError("codec decoding did not converge")
 
     def _run_talker(self, batch: list[Sequence]) -> tuple[np.ndarray, np.ndarray]:
         counts = [s.pending.shape[0] for s in batch]
@@ -169,13 +222,18 @@ class Runner:
 
 
 def generate_codes(model: LoadedModel, prompts: list[PromptEmbeds], params: list[SamplingParams],
-                   num_blocks: int = 256, max_frames: int | None = None) -> list[Sequence]:
+                   num_blocks: int = 256, max_frames: int | None = None,
+                   schedule: ChunkSchedule = ChunkSchedule()) -> list[Sequence]:
     """Generate several utterances together, all in the same paged calls (no scheduler:
-    every prompt must fit the pool at once)."""
-    runner = Runner(model, num_blocks)
+    every prompt must fit the pool at once). Audio streams into each sequence's `audio`
+    by the chunk schedule, or is decoded at the end with the offline graph."""
+    runner = Runner(model, num_blocks, schedule)
     seqs = [runner.add(e, p, max_frames) for e, p in zip(prompts, params)]
     for _ in range(max((s.max_frames for s in seqs), default=0) + 1):
         if not runner.active:
             break
         runner.step()
+    if schedule.offline:
+        for seq in seqs:
+            seq.audio = [model.decode_offline(seq.codes)]
     return seqs

@@ -1,0 +1,135 @@
+"""Exact streaming codec decoder graphs: static chunks of n frames, explicit state in and out.
+
+The decoder is strictly causal (reference §4.3), so a stream decoded chunk by chunk equals
+one offline decode if every block gets its real past instead of zeros. That past is the state:
+
+    state.position                               [B] i64   frames decoded so far (RoPE continues)
+    state.<layer>.self_attn.key / .value         [B, H, window-1, D]   RoPE'd keys, values of the
+                                                  last window-1 positions (zeros + masked at start)
+    state.<conv>                                  [B, C, (k-1)·dilation]  left tail of each causal
+                                                  conv's input
+    state.<trans conv>                            [B, C, 1]  last input sample of each k=2r, s=r
+                                                  transposed conv (its overlap with the next block)
+
+`build_codec_steady` takes `codes` [B, Q, n] and every `state.*`, returns `pcm` [B, n·1920] and
+every `next.*` (same names, same shapes). `build_codec_first` is the same graph with the state
+fixed at zero (position 0): a fresh stream needs no inputs but its codes. All shapes are
+static except B, so a batch of streams at different positions runs in one call.
+
+A last chunk of m < n frames is decoded exactly by padding its codes to n and keeping the
+first m·1920 samples: by causality padding frames only change samples after them (and the
+state, which no later chunk will read).
+"""
+from __future__ import annotations
+
+import logging
+
+import numpy as np
+import openvino as ov
+from openvino import opset13 as op
+
+from ..model.checkpoint import Checkpoint
+from .codec import Context, decode, named, seen_to_bias
+from .ops import Weights, i64, out, rope_tables
+
+log = logging.getLogger(__name__)
+
+STATE = "state."  # input tensor names: STATE + state name
+NEXT = "next."  # output tensor names: NEXT + state name
+POSITION = "position"
+
+
+class StreamContext(Context):
+    """Every block's past comes from a state input (steady) or zeros (first), and every
+    block leaves its new past as an output."""
+
+    def __init__(self, codes: ov.Output, frames: int, window: int, first: bool) -> None:
+        self.frames, self.cache, self.first = frames, window - 1, first
+        self.batch = out(op.gather(op.shape_of(codes), i64([0]), i64(0)))
+        self.params: list[ov.Node] = []
+        self.results: list[ov.Node] = []
+        self._bias: ov.Output | None = None
+        self.position = self.past(POSITION, [], ov.Type.i64)
+        self.emit(POSITION, out(op.add(self.position, i64(frames))))
+
+    def past(self, name: str, shape: list[int], dtype: ov.Type = ov.Type.f32) -> ov.Output:
+        """State input `name` [B, *shape]: a parameter, or zeros in the first graph."""
+        if self.first:
+            zero = op.constant(np.zeros((), dtype=dtype.to_dtype()))
+            return out(op.broadcast(zero, op.concat([self.batch, i64(shape)], 0) if shape else self.batch))
+        p = op.parameter([-1, *shape], dtype, name=STATE + name)
+        named(p, STATE + name)
+        self.params.append(p)
+        return out(p)
+
+    def emit(self, name: str, value: ov.Output) -> None:
+        r = op.result(value, name=NEXT + name)
+        named(r, NEXT + name)
+        self.results.append(r)
+
+    def left(self, x: ov.Output, name: str, size: int) -> ov.Output:
+        full = out(op.concat([self.past(name, [x.get_partial_shape()[1].get_length(), size]), x], 2))
+        self.emit(name, out(op.slice(full, i64([-size]), i64([np.iinfo(np.int64).max]), i64([1]), i64([2]))))
+        return full
+
+    def rope(self, x: ov.Output, head_dim: int, theta: float) -> tuple[ov.Output, ov.Output]:
+        """In-graph in every graph (the first one too, rather than numpy constants): the
+        same cos/sin kernel as the offline graph keeps streaming bit-identical to it."""
+        positions = op.add(op.unsqueeze(self.position, i64([1])), i64(np.arange(self.frames)[None, :]))
+        return rope_tables(positions, head_dim, theta)
+
+    def keys(self, name: str, k: ov.Output, v: ov.Output) -> tuple[ov.Output, ov.Output, ov.Output]:
+        """Keys m = 0..cache+n-1 (the cache, then the chunk): query i sees i ≤ m ≤ i+cache,
+        and of the cache only the entries that hold a real position (m ≥ cache - position)."""
+        heads, dim = (k.get_partial_shape()[a].get_length() for a in (1, 3))
+        k_all, v_all = (out(op.concat([self.past(f"{name}.{kind}", [heads, self.cache, dim]), new], 2))
+                        for kind, new in (("key", k), ("value", v)))
+        for kind, full in (("key", k_all), ("value", v_all)):
+            self.emit(f"{name}.{kind}", out(op.slice(full, i64([self.frames]), i64([self.frames + self.cache]),
+                                                     i64([1]), i64([2]))))
+        if self._bias is None:
+            n, total = self.frames, self.cache + self.frames
+            query, key = np.arange(n)[:, None], np.arange(total)[None, :]
+            band = (key >= query) & (key <= query + self.cache)  # [n, total]
+            if self.first:  # position 0: no cache entry is real
+                self._bias = seen_to_bias(op.constant(band[None, None] & (key >= self.cache)[None, None]))
+            else:
+                real = op.greater_equal(i64(key), op.subtract(i64(self.cache), op.unsqueeze(self.position, i64([1]))))
+                seen = op.logical_and(op.constant(band[None]), op.unsqueeze(real, i64([1])))  # [B, n, total]
+                self._bias = out(op.unsqueeze(seen_to_bias(seen), i64([1])))
+        return k_all, v_all, self._bias
+
+
+def _build(ckpt: Checkpoint, weights: Weights, frames: int, first: bool) -> ov.Model:
+    if frames < 1:
+        raise ValueError(f"a codec chunk needs at least one frame, got {frames}")
+    spec = ckpt.spec.codec_decoder
+    codes = op.parameter([-1, spec.num_quantizers, frames], ov.Type.i64, name="codes")
+    named(codes, "codes")
+    ctx = StreamContext(codes.output(0), frames, spec.sliding_window, first)
+    pcm = op.result(decode(codes.output(0), ctx, spec, ckpt.codec, weights), name="pcm")
+    named(pcm, "pcm")
+    kind = "first" if first else "steady"
+    model = ov.Model([pcm, *ctx.results], [codes, *ctx.params], f"codec_{kind}_{frames}")
+    log.info("codec %s graph: %d frames, %d state tensors, %d ops", kind, frames, len(ctx.results),
+             len(model.get_ordered_ops()))
+    return model
+
+
+def build_codec_first(ckpt: Checkpoint, weights: Weights, frames: int) -> ov.Model:
+    """The first chunk of a stream: codes [B, Q, frames] -> pcm and the state after it."""
+    return _build(ckpt, weights, frames, first=True)
+
+
+def build_codec_steady(ckpt: Checkpoint, weights: Weights, frames: int) -> ov.Model:
+    """Any later chunk: codes [B, Q, frames] and the state -> pcm and the next state."""
+    return _build(ckpt, weights, frames, first=False)
+
+
+def fix_batch(model: ov.Model, batch: int) -> ov.Model:
+    """Reshape a streaming graph (in place) to a static batch, to do before compiling for
+    the CPU: only with fully static shapes does the plugin fuse SnakeBeta's elementwise
+    chain into one kernel (full-size steady chunk of 8: ≈24 against ≈33 ms/frame)."""
+    model.reshape({p.get_any_name(): [batch, *(d.get_length() for d in list(p.get_partial_shape())[1:])]
+                   for p in model.inputs})
+    return model
