@@ -140,13 +140,15 @@ def test_closed_stream_rejects_more_chunks(graphs) -> None:
         codec.decode([stream], [np.zeros((16, 8), np.int64)], 8)
 
 
-def test_static_batch_graphs_pad_idle_rows(graphs, tiny, tmp_path) -> None:
-    """Graphs compiled for a static batch of 3 (the fast CPU form) run 2 streams exactly."""
+@pytest.mark.parametrize("batch", [1, 3])
+def test_static_batch_graphs(graphs, tiny, tmp_path, batch: int) -> None:
+    """Graphs compiled for a static batch (the fast CPU form) run 2 streams exactly: with
+    an idle row (batch 3) or in two calls (batch 1)."""
     offline, _ = graphs
     ckpt, w = Checkpoint(tiny), Weights("fp32")
-    first = round_trip(fix_batch(build_codec_first(ckpt, w, 2), 3), tmp_path / "first.xml")
-    steady = round_trip(fix_batch(build_codec_steady(ckpt, w, 8), 3), tmp_path / "steady.xml")
-    assert first.input("codes").get_partial_shape().to_string() == "[3,16,2]"
+    first = round_trip(fix_batch(build_codec_first(ckpt, w, 2), batch), tmp_path / "first.xml")
+    steady = round_trip(fix_batch(build_codec_steady(ckpt, w, 8), batch), tmp_path / "steady.xml")
+    assert first.input("codes").get_partial_shape().to_string() == f"[{batch},16,2]"
     codec = StreamingCodec({2: first}, {8: steady})
     codes = np.random.default_rng(11).integers(0, 2048, (2, 16, 77))
     streams, pcm = [CodecStream(), CodecStream()], [[], []]

@@ -8,7 +8,9 @@ the same chunk size: their states are stacked into the batch, and split again af
   zeros at position 0, which is exactly what the first-chunk graph computes. So fresh and
   running streams can share one steady call.
 - Graphs compiled with a static batch (reshaped before compiling, which lets the CPU
-  plugin fuse SnakeBeta's elementwise chain) are filled up with idle rows.
+  plugin fuse SnakeBeta's elementwise chain) are filled up with idle rows, or called
+  several times for more streams than their batch. On a CPU the decoder is compute-bound
+  (batching saves little), so a static batch of 1 is the fast choice there.
 - A chunk shorter than the graph (the end of a stream) is padded with code 0 and its output
   cut to its own frames: the decoder is causal, so this is exact. The stream is then closed,
   because its state has seen the padding.
@@ -88,9 +90,11 @@ class StreamingCodec:
             graph = self.steady[size]
         else:
             raise ValueError(f"no {'first or ' if fresh else ''}steady codec graph of {size} frames")
+        if graph.batch and len(streams) > graph.batch:  # a static batch too small: several calls
+            k = graph.batch
+            return [pcm for i in range(0, len(streams), k)
+                    for pcm in self.decode(streams[i:i + k], chunks[i:i + k], size)]
         rows = graph.batch or len(streams)  # a static-batch graph gets idle rows (zero codes and state)
-        if len(streams) > rows:
-            raise ValueError(f"{len(streams)} streams for a codec graph compiled for batch {rows}")
         codes = np.zeros((rows, self.quantizers, size), np.int64)
         for row, (stream, chunk) in enumerate(zip(streams, chunks)):
             if stream.closed:
