@@ -34,7 +34,6 @@ _install_stubs()
 import torch  # noqa: E402
 from qwen_tts import Qwen3TTSModel  # noqa: E402
 from transformers import Qwen2TokenizerFast  # noqa: E402
-from qwen_tts.core.models.modeling_qwen3_tts import Qwen3TTSForConditionalGeneration  # noqa: E402
 
 torch.set_num_threads(2)
 

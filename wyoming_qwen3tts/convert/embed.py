@@ -9,7 +9,6 @@ host. `frame_embeds` serves voice-clone reference frames.
 """
 from __future__ import annotations
 
-import numpy as np
 import openvino as ov
 from openvino import opset13 as op
 
