@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> int:
     if args.output is None and args.save_codes is None:
         parser.error("nothing to write: give -o out.wav and/or --save-codes codes.npy")
     start = time.perf_counter()
-    model = LoadedModel(args.model, args.device, args.precision, args.kv_precision)
+    chunks = () if args.offline else (args.first_chunk, args.steady_chunk)
+    model = LoadedModel(args.model, args.device, args.precision, args.kv_precision, chunks=chunks)
     params = SamplingParams.from_defaults(model.spec.generation, seed=args.seed)
     if args.greedy:
         params = params.greedy()

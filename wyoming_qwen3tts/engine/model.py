@@ -4,6 +4,7 @@ from __future__ import annotations
 import json
 import logging
 from pathlib import Path
+from typing import Collection
 
 import numpy as np
 import openvino as ov
@@ -27,7 +28,10 @@ class LoadedModel:
     """Compiled graphs of one converted directory plus its spec and tokenizer."""
 
     def __init__(self, model_dir: str | Path, device: str = "CPU", precision: str = "f32",
-                 kv_precision: str = "u8") -> None:
+                 kv_precision: str = "u8", chunks: Collection[int] | None = None) -> None:
+        """chunks: the codec chunk sizes to compile (None: every exported one). A compiled
+        full-size codec graph costs about 1 GB of RAM, so a server compiles only those its
+        schedule uses; the offline decoder is compiled on first use."""
         self.dir = Path(model_dir)
         self.spec: ModelSpec = parse_model_config(_json(self.dir / "config.json"),
                                                   _json(self.dir / "generation_config.json"),
@@ -42,14 +46,16 @@ class LoadedModel:
         talker = to_paged(core.read_model(self.dir / "talker.xml"), self.spec.talker.stack.num_layers)
         self.talker = core.compile_model(talker, device, compile_config(precision, kv_precision))
         self.block_size = int(self.talker.input("value_cache.0").get_partial_shape()[2].get_length())
-        self.codec = core.compile_model(core.read_model(self.dir / "codec.xml"), device, plain)
-        chunks = {kind: {int(p.stem.rsplit("_", 1)[1]): core.compile_model(core.read_model(p), device, plain)
-                         for p in sorted(self.dir.glob(f"codec_{kind}_*.xml"))} for kind in ("first", "steady")}
-        self.streaming = StreamingCodec(chunks["first"], chunks["steady"])
+        self._core, self._plain, self._offline = core, plain, None
+        exported = {kind: {int(p.stem.rsplit("_", 1)[1]): p for p in self.dir.glob(f"codec_{kind}_*.xml")}
+                    for kind in ("first", "steady")}
+        chunks = {kind: {n: core.compile_model(core.read_model(p), device, plain) for n, p in sorted(paths.items())
+                         if chunks is None or n in chunks} for kind, paths in exported.items()}
+        self.streaming = StreamingCodec(chunks["first"], chunks["steady"]) if any(chunks.values()) else None
         self._embed_req = self.embed.create_infer_request()
         self.tts_pad = self._embed(np.array([self.spec.text_ids.tts_pad]), np.array([-1]))[0][0]
-        log.info("loaded %s on %s (%s, KV %s, block %d; codec chunks first %s, steady %s)", self.dir, device, precision,
-                 kv_precision, self.block_size, sorted(chunks["first"]), sorted(chunks["steady"]))
+        log.info("loaded %s on %s (%s, KV %s, block %d; codec chunks compiled: first %s, steady %s)", self.dir,
+                 device, precision, kv_precision, self.block_size, sorted(chunks["first"]), sorted(chunks["steady"]))
 
     def _embed(self, text_ids: np.ndarray, codec_ids: np.ndarray,
                frames: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -63,7 +69,10 @@ class LoadedModel:
         """PCM of a whole utterance's codes [T, 16] in one call of the offline decoder."""
         if codes.shape[0] == 0:
             return np.zeros(0, np.float32)
-        return self.codec({"codes": codes.T[None].astype(np.int64)})["pcm"][0].copy()
+        if self._offline is None:
+            self._offline = self._core.compile_model(self._core.read_model(self.dir / "codec.xml"), self.device,
+                                                     self._plain)
+        return self._offline({"codes": codes.T[None].astype(np.int64)})["pcm"][0].copy()
 
     def prompt(self, req: VoiceRequest) -> Prompt:
         return build_prompt(self.spec, self.tokenizer, req)

@@ -69,10 +69,10 @@ class Runner:
         self.model = model
         self.schedule = schedule
         codec = model.streaming
-        if not schedule.offline and (schedule.first not in codec.first and schedule.first not in codec.steady
-                                     or schedule.steady not in codec.steady):
+        first, steady = (sorted(codec.first), sorted(codec.steady)) if codec else ([], [])
+        if not schedule.offline and (schedule.first not in first + steady or schedule.steady not in steady):
             raise ValueError(f"no codec graphs for chunks first={schedule.first} steady={schedule.steady} "
-                             f"(exported: first {sorted(codec.first)}, steady {sorted(codec.steady)})")
+                             f"(compiled: first {first}, steady {steady})")
         self.pool = BlockPool(num_blocks, model.block_size)
         self._talker = model.talker.create_infer_request()
         self._subcode = model.subcode.create_infer_request()
