@@ -64,9 +64,14 @@ def swiglu(x: Value, gate: ov.Output, up: ov.Output, down: ov.Output) -> ov.Outp
     return linear(op.multiply(silu(linear(x, gate)), linear(x, up)), down)
 
 
+def _inv_freq(head_dim: int, theta: float) -> np.ndarray:
+    """RoPE inverse frequencies, in float32 as the official code computes them."""
+    return (1.0 / (np.float32(theta) ** (np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim))))
+
+
 def rope_tables(position_ids: Value, head_dim: int, theta: float) -> tuple[ov.Output, ov.Output]:
     """cos, sin [B, 1, T, D] of standard rotate-half RoPE for position ids [B, T]."""
-    inv_freq = (1.0 / (np.float32(theta) ** (np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim))))
+    inv_freq = _inv_freq(head_dim, theta)
     pos = op.convert(op.unsqueeze(position_ids, i64([2])), ov.Type.f32)  # [B,T,1]
     freqs = op.multiply(pos, f32(inv_freq.astype(np.float32)[None, None, :]))  # [B,T,D/2]
     emb = op.concat([freqs, freqs], axis=-1)
@@ -77,7 +82,7 @@ def rope_tables(position_ids: Value, head_dim: int, theta: float) -> tuple[ov.Ou
 def rope_constants(positions: list[int], head_dim: int, theta: float) -> tuple[ov.Output, ov.Output]:
     """cos, sin [1, 1, T, D] for positions known when the graph is built (the code
     predictor's 0..15), computed in float32 as the official code does."""
-    inv_freq = (1.0 / (np.float32(theta) ** (np.arange(0, head_dim, 2, dtype=np.float32) / np.float32(head_dim))))
+    inv_freq = _inv_freq(head_dim, theta)
     freqs = np.asarray(positions, np.float32)[:, None] * inv_freq.astype(np.float32)[None, :]
     emb = np.concatenate([freqs, freqs], axis=-1)[None, None]
     return f32(np.cos(emb).astype(np.float32)), f32(np.sin(emb).astype(np.float32))

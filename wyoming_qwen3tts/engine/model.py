@@ -1,7 +1,6 @@
 """A converted model directory, compiled: prompt embedding, paged talker, subcode graph."""
 from __future__ import annotations
 
-import json
 import logging
 from pathlib import Path
 from typing import Collection
@@ -9,19 +8,15 @@ from typing import Collection
 import numpy as np
 import openvino as ov
 
+from ..convert.manifest import read_converted
 from ..convert.talker import to_paged
 from ..model.embed import PromptEmbeds
 from ..model.prompt import REF_FRAME, SPEAKER_SLOT, Prompt, PromptError, VoiceRequest, build_prompt
-from ..model.spec import ModelSpec, parse_model_config
 from ..model.tokenizer import TextTokenizer
 from .codec_stream import StreamingCodec
 from .devices import compile_config
 
 log = logging.getLogger(__name__)
-
-
-def _json(path: Path) -> dict:
-    return json.loads(path.read_text(encoding="utf-8"))
 
 
 class LoadedModel:
@@ -33,10 +28,7 @@ class LoadedModel:
         full-size codec graph costs about 1 GB of RAM, so a server compiles only those its
         schedule uses; the offline decoder is compiled on first use."""
         self.dir = Path(model_dir)
-        self.spec: ModelSpec = parse_model_config(_json(self.dir / "config.json"),
-                                                  _json(self.dir / "generation_config.json"),
-                                                  _json(self.dir / "speech_tokenizer" / "config.json"),
-                                                  where=str(self.dir / "config.json"))
+        _, self.spec = read_converted(self.dir, graphs=("embed", "talker", "subcode", "codec"))
         self.tokenizer = TextTokenizer.from_dir(self.dir)
         self.precision, self.kv_precision, self.device = precision, kv_precision, device
         core = ov.Core()
