@@ -24,5 +24,22 @@ def checkpoint_factory(tmp_path_factory: pytest.TempPathFactory):
     return make
 
 
+@pytest.fixture(scope="session")
+def converted_factory(checkpoint_factory, tmp_path_factory: pytest.TempPathFactory):
+    """make(preset, variant, weights, **checkpoint_options) -> a converted directory (cached)."""
+    from wyoming_qwen3tts.convert.pipeline import convert
+
+    cache: dict[tuple, Path] = {}
+
+    def make(preset: str = "tiny", variant: str = "custom_voice", weights: str = "int8", **options) -> Path:
+        key = (preset, variant, weights, tuple(sorted(options.items())))
+        if key not in cache:
+            src = checkpoint_factory(preset, variant, **options)
+            cache[key] = convert(src, tmp_path_factory.mktemp("converted") / "-".join(map(str, key[:3])), weights=weights)
+        return cache[key]
+
+    return make
+
+
 def pytest_configure(config: pytest.Config) -> None:
     logging.getLogger("wyoming_qwen3tts").setLevel(logging.INFO)

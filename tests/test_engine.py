@@ -45,9 +45,8 @@ def test_sampling_rule():
 
 
 @pytest.fixture(scope="module")
-def model(checkpoint_factory, tmp_path_factory):
-    out = convert(checkpoint_factory("tiny", "custom_voice"), tmp_path_factory.mktemp("ov") / "m", weights="int8")
-    return LoadedModel(out, precision="f32", kv_precision="u8")
+def model(converted_factory):
+    return LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8")
 
 
 def test_prompt_longer_than_the_cache(model):
@@ -77,16 +76,32 @@ def test_seeded_sampling_is_reproducible_in_any_batch(model):
     assert alone.codes.shape == (12, 16) and alone.codes.min() >= 0 and alone.codes.max() < 2048
 
 
-def test_pool_exhaustion_ends_the_sequence_and_frees_blocks(model):
+def test_frame_budget_is_cut_to_what_the_cache_can_hold(model):
     runner = Runner(model, num_blocks=1)
     embeds = model.embed_prompt(model.prompt(VoiceRequest("Hi.", "english", "ryan")))
     seq = runner.add(embeds, SamplingParams.from_defaults(model.spec.generation, max_new_tokens=200).greedy())
+    assert seq.max_frames == 32 - embeds.prefill.shape[0]  # the prompt, then one token per frame
     for _ in range(60):
         if not runner.active:
             break
         runner.step()
-    assert seq.finished and "exhausted" in seq.reason and runner.pool.free == 1
-    assert len(seq.frames) == 32 - embeds.prefill.shape[0] + 1  # the prompt, then one token per frame
+    assert seq.finished and seq.reason == "length" and len(seq.frames) == seq.max_frames
+    assert runner.pool.free == 1 and runner.pool.available == 1
+
+
+def test_chunked_prefill_gives_the_same_codes(converted_factory):
+    """A prompt fed over several talker calls (mixed with another sequence's decode rows)
+    computes what one call computes. With an f32 cache: with u8, a later chunk sees the
+    earlier ones quantized while one call sees them exact, so the numbers differ slightly."""
+    model = LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="f32")
+    params = SamplingParams.from_defaults(model.spec.generation, max_new_tokens=9).greedy()
+    long = model.embed_prompt(model.prompt(VoiceRequest("A much longer sentence to prefill in pieces.", "english",
+                                                        "ryan")))
+    short = model.embed_prompt(model.prompt(VoiceRequest("Hi.", "english", "vivian")))
+    (whole,) = generate_codes(model, [long], [params])
+    chunked = generate_codes(model, [short, long], [params, params], prefill_chunk=5)
+    np.testing.assert_array_equal(whole.codes, chunked[1].codes)
+    assert whole.codes.shape == (8, 16)
 
 
 def test_embedding_graph_equals_numpy_for_every_track(checkpoint_factory, tmp_path):

@@ -38,6 +38,9 @@ class LoadedModel:
         talker = to_paged(core.read_model(self.dir / "talker.xml"), self.spec.talker.stack.num_layers)
         self.talker = core.compile_model(talker, device, compile_config(precision, kv_precision))
         self.block_size = int(self.talker.input("value_cache.0").get_partial_shape()[2].get_length())
+        self.kv_block_bytes = sum(  # one block of every layer's key and value cache, as compiled
+            port.get_element_type().size * int(np.prod([d.get_length() for d in list(port.get_partial_shape())[1:]]))
+            for port in self.talker.inputs if port.get_any_name().startswith(("key_cache.", "value_cache.")))
         self._core, self._plain, self._offline = core, plain, None
         exported = {kind: {int(p.stem.rsplit("_", 1)[1]): p for p in self.dir.glob(f"codec_{kind}_*.xml")}
                     for kind in ("first", "steady")}
@@ -46,8 +49,9 @@ class LoadedModel:
         self.streaming = StreamingCodec(chunks["first"], chunks["steady"]) if any(chunks.values()) else None
         self._embed_req = self.embed.create_infer_request()
         self.tts_pad = self._embed(np.array([self.spec.text_ids.tts_pad]), np.array([-1]))[0][0]
-        log.info("loaded %s on %s (%s, KV %s, block %d; codec chunks compiled: first %s, steady %s)", self.dir,
-                 device, precision, kv_precision, self.block_size, sorted(chunks["first"]), sorted(chunks["steady"]))
+        log.info("loaded %s on %s (%s, KV %s, block %d tokens = %.2f MB; codec chunks compiled: first %s, steady %s)",
+                 self.dir, device, precision, kv_precision, self.block_size, self.kv_block_bytes / 1e6,
+                 sorted(chunks["first"]), sorted(chunks["steady"]))
 
     def _embed(self, text_ids: np.ndarray, codec_ids: np.ndarray,
                frames: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

@@ -65,9 +65,15 @@ class Sequence:
 class Runner:
     """Owns the paged KV cache of one LoadedModel and steps sequences through it."""
 
-    def __init__(self, model: LoadedModel, num_blocks: int = 256, schedule: ChunkSchedule = ChunkSchedule()) -> None:
+    def __init__(self, model: LoadedModel, num_blocks: int = 256, schedule: ChunkSchedule = ChunkSchedule(),
+                 prefill_chunk: int = 256) -> None:
+        """prefill_chunk: prompt tokens a sequence feeds per step. Fixed per sequence (not
+        shared out by batch) so that a request computes the same numbers in any batch."""
+        if prefill_chunk < 1:
+            raise ValueError("prefill_chunk must be >= 1")
         self.model = model
         self.schedule = schedule
+        self.prefill_chunk = prefill_chunk
         codec = model.streaming
         first, steady = (sorted(codec.first), sorted(codec.steady)) if codec else ([], [])
         if not schedule.offline and (schedule.first not in first + steady or schedule.steady not in steady):
@@ -88,18 +94,28 @@ class Runner:
     def capacity_tokens(self) -> int:
         return self.pool.num_blocks * self.pool.block_size
 
+    def frame_budget(self, prompt_tokens: int, max_frames: int) -> int:
+        """Frames a sequence may generate: its cap, cut to what the cache can ever hold.
+        Raises ValueError when the prompt alone can never fit."""
+        limit = min(self.capacity_tokens, self.model.spec.talker.stack.max_position_embeddings)
+        if prompt_tokens + 1 > limit:
+            raise ValueError(f"prompt of {prompt_tokens} tokens does not fit the KV cache ({limit} tokens)")
+        return max(0, min(max_frames, limit - prompt_tokens))
+
+    def can_admit(self, prompt_tokens: int, max_frames: int) -> bool:
+        """Whether the pool can reserve this sequence's worst case now."""
+        return self.pool.can_reserve(prompt_tokens + self.frame_budget(prompt_tokens, max_frames))
+
     def add(self, embeds: PromptEmbeds, params: SamplingParams, max_frames: int | None = None) -> Sequence:
-        """Start a sequence; raises ValueError when its prompt can never fit the cache."""
+        """Start a sequence with room reserved for its prompt and every frame it may make.
+        Raises ValueError when its prompt can never fit the cache, MemoryError when the
+        pool cannot reserve it now (see can_admit)."""
         frames = params.max_new_tokens - 1 if max_frames is None else min(max_frames, params.max_new_tokens - 1)
         length = embeds.prefill.shape[0]
-        limit = min(self.capacity_tokens, self.model.spec.talker.stack.max_position_embeddings)
-        if length + 1 > limit:
-            raise ValueError(f"prompt of {length} tokens does not fit the KV cache ({limit} tokens)")
-        if not self.pool.can_grow(-1, length):
-            raise MemoryError(f"KV pool has {self.pool.free} free blocks, the prompt needs {self.pool.blocks_for(length)}")
-        seq = Sequence(self._next_id, embeds, params, max(0, frames), np.random.default_rng(params.seed))
+        frames = self.frame_budget(length, frames)
+        seq = Sequence(self._next_id, embeds, params, frames, np.random.default_rng(params.seed))
+        self.pool.reserve(seq.id, length + frames)
         self._next_id += 1
-        self.pool.grow(seq.id, length)
         if seq.max_frames == 0:
             self._finish(seq, "length")
         else:
@@ -118,16 +134,11 @@ class Runner:
     def step(self) -> list[Sequence]:
         """Advance every active sequence by one frame; returns those that finished."""
         batch = [s for s in self.active if not s.finished]
-        for seq in batch:
-            need = seq.cached + seq.pending.shape[0]
-            if not self.pool.can_grow(seq.id, need):
-                self._finish(seq, f"KV pool exhausted after {len(seq.frames)} frames")
-        batch = [s for s in batch if not s.finished]
         if batch:
-            logits, hidden = self._run_talker(batch)
-            go = self._sample_code0(batch, logits)
+            sampled, logits, hidden = self._run_talker(batch)
+            go = self._sample_code0(sampled, logits)
             if go:
-                self._run_subcode(go, hidden, batch)
+                self._run_subcode(go, hidden, sampled)
         if not self.schedule.offline:
             self._decode_ready(self.active)
         done = [s for s in self.active if s.finished]
@@ -162,25 +173,31 @@ class Runner:
                     seq.audio.append(pcm)
         raise AssertionError("codec decoding did not converge")
 
-    def _run_talker(self, batch: list[Sequence]) -> tuple[np.ndarray, np.ndarray]:
-        counts = [s.pending.shape[0] for s in batch]
+    def _run_talker(self, batch: list[Sequence]) -> tuple[list[Sequence], np.ndarray, np.ndarray]:
+        """One paged call: decode rows and prefill chunks of every sequence. Returns the
+        sequences whose input is now all in the cache (they sample), with their logits and
+        hidden rows; a sequence still mid-prefill gets no row."""
+        feeds = [s.pending[:self.prefill_chunk] for s in batch]
+        counts = [f.shape[0] for f in feeds]
         begins = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
         tables = [self.pool.grow(s.id, s.cached + n) for s, n in zip(batch, counts)]
+        last = [s.pending.shape[0] == n for s, n in zip(batch, counts)]
+        rows = (begins[1:] - 1)[last] if any(last) else begins[:1]  # the graph wants at least one row
         inputs = {
-            "inputs_embeds": np.concatenate([s.pending for s in batch]).astype(np.float32),
+            "inputs_embeds": np.concatenate(feeds).astype(np.float32),
             "position_ids": np.concatenate([np.arange(s.cached, s.cached + n) for s, n in zip(batch, counts)]),
             "past_lens": np.array([s.cached for s in batch], np.int32),
             "subsequence_begins": begins,
             "block_indices": np.concatenate(tables).astype(np.int32),
             "block_indices_begins": np.concatenate([[0], np.cumsum([len(t) for t in tables])]).astype(np.int32),
             "max_context_len": np.array(max(s.cached + n for s, n in zip(batch, counts)), np.int32),
-            "sample_rows": (begins[1:] - 1).astype(np.int64),
+            "sample_rows": rows.astype(np.int64),
         }
         out = self._talker.infer(inputs)
-        for s, n in zip(batch, counts):
+        for s, n, done in zip(batch, counts, last):
             s.cached += n
-            s.pending = None
-        return out["logits"], out["hidden"]
+            s.pending = None if done else s.pending[n:]
+        return [s for s, done in zip(batch, last) if done], out["logits"], out["hidden"]
 
     def _sample_code0(self, batch: list[Sequence], logits: np.ndarray) -> list[int]:
         """Pick each sequence's group-0 code; returns the batch rows that go on to the subcode."""
@@ -223,13 +240,14 @@ class Runner:
 
 def generate_codes(model: LoadedModel, prompts: list[PromptEmbeds], params: list[SamplingParams],
                    num_blocks: int = 256, max_frames: int | None = None,
-                   schedule: ChunkSchedule = ChunkSchedule()) -> list[Sequence]:
+                   schedule: ChunkSchedule = ChunkSchedule(), prefill_chunk: int = 256) -> list[Sequence]:
     """Generate several utterances together, all in the same paged calls (no scheduler:
     every prompt must fit the pool at once). Audio streams into each sequence's `audio`
     by the chunk schedule, or is decoded at the end with the offline graph."""
-    runner = Runner(model, num_blocks, schedule)
+    runner = Runner(model, num_blocks, schedule, prefill_chunk)
     seqs = [runner.add(e, p, max_frames) for e, p in zip(prompts, params)]
-    for _ in range(max((s.max_frames for s in seqs), default=0) + 1):
+    steps = max((s.max_frames + -(-s.embeds.prefill.shape[0] // prefill_chunk) for s in seqs), default=0)
+    for _ in range(steps + 1):
         if not runner.active:
             break
         runner.step()

@@ -1,0 +1,43 @@
+"""Engine settings: batching, KV pool, admission queue, runaway guards, timeouts, codec schedule.
+
+These are the `engine:` and `streaming:` sections of config.yaml; every field has the
+default a 2-core CPU serving a few satellites should use.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class EngineConfig:
+    """How the scheduler shares one model among requests."""
+
+    max_batch: int = 8  # sequences stepped together (one talker call per step for all)
+    kv_cache_mb: int = 512  # KV pool budget; the block count follows from the compiled cache layout
+    kv_blocks: int | None = None  # pool size in blocks, overrides kv_cache_mb
+    max_queue: int = 32  # waiting requests; one more gets a "busy" error
+    prefill_chunk: int = 256  # prompt tokens per talker call per sequence (long prompts take several)
+    frames_per_token: float = 6.0  # runaway guard: frame cap = min_frames + factor × text tokens ...
+    min_frames: int = 40  # ... (a frame is 80 ms; 6 frames ≈ 0.5 s per token is slower than any speech)
+    max_frames: int = 2048  # ... and never more than this (≈ 164 s)
+    request_timeout: float = 300.0  # seconds from submit to the last frame; 0 = none
+    first_chunk: int = 1  # frames in a stream's first codec call: first audio after one frame
+    steady_chunk: int = 8  # frames per codec call after that (fewer, larger calls)
+
+    def validate(self) -> None:
+        """Raises ValueError naming the first bad field."""
+        positive = ("max_batch", "kv_cache_mb", "max_queue", "prefill_chunk", "max_frames", "first_chunk",
+                    "steady_chunk")
+        for name in positive:
+            if getattr(self, name) < 1:
+                raise ValueError(f"engine.{name} must be >= 1, got {getattr(self, name)!r}")
+        if self.kv_blocks is not None and self.kv_blocks < 1:
+            raise ValueError(f"engine.kv_blocks must be >= 1, got {self.kv_blocks!r}")
+        if self.frames_per_token <= 0 or self.min_frames < 0:
+            raise ValueError("engine.frames_per_token must be > 0 and engine.min_frames >= 0")
+        if self.request_timeout < 0:
+            raise ValueError(f"engine.request_timeout must be >= 0, got {self.request_timeout!r}")
+
+    def frame_cap(self, text_tokens: int) -> int:
+        """Most frames a request with this many text tokens may generate (runaway guard)."""
+        return min(self.max_frames, self.min_frames + int(self.frames_per_token * text_tokens))
