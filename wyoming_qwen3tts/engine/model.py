@@ -23,20 +23,24 @@ class LoadedModel:
     """Compiled graphs of one converted directory plus its spec and tokenizer."""
 
     def __init__(self, model_dir: str | Path, device: str = "CPU", precision: str = "f32",
-                 kv_precision: str = "u8", chunks: Collection[int] | None = None) -> None:
+                 kv_precision: str = "u8", chunks: Collection[int] | None = None, threads: int | None = None) -> None:
         """chunks: the codec chunk sizes to compile (None: every exported one). A compiled
         full-size codec graph costs about 1 GB of RAM, so a server compiles only those its
-        schedule uses; the offline decoder is compiled on first use."""
+        schedule uses; the offline decoder is compiled on first use. threads: inference
+        threads per graph (None: all cores). With one thread a sequence's numbers do not
+        depend on what else is in its batch; with several, the CPU plugin's paged attention
+        sums partial results per thread in an order that follows the batch (last-bit
+        differences)."""
         self.dir = Path(model_dir)
         _, self.spec = read_converted(self.dir, graphs=("embed", "talker", "subcode", "codec"))
         self.tokenizer = TextTokenizer.from_dir(self.dir)
         self.precision, self.kv_precision, self.device = precision, kv_precision, device
         core = ov.Core()
-        plain = compile_config(precision)
+        plain = compile_config(precision, threads=threads)
         self.embed = core.compile_model(core.read_model(self.dir / "embed.xml"), device, plain)
         self.subcode = core.compile_model(core.read_model(self.dir / "subcode.xml"), device, plain)
         talker = to_paged(core.read_model(self.dir / "talker.xml"), self.spec.talker.stack.num_layers)
-        self.talker = core.compile_model(talker, device, compile_config(precision, kv_precision))
+        self.talker = core.compile_model(talker, device, compile_config(precision, kv_precision, threads))
         self.block_size = int(self.talker.input("value_cache.0").get_partial_shape()[2].get_length())
         self.kv_block_bytes = sum(  # one block of every layer's key and value cache, as compiled
             port.get_element_type().size * int(np.prod([d.get_length() for d in list(port.get_partial_shape())[1:]]))
