@@ -59,3 +59,25 @@ def test_unknown_chunk_size_is_a_clear_error(model):
     embeds = model.embed_prompt(model.prompt(VoiceRequest("Hi.", "english", "ryan")))
     with pytest.raises(ValueError, match="no codec graphs for chunks first=3 steady=8"):
         generate_codes(model, [embeds], [SamplingParams()], schedule=ChunkSchedule(3, 8))
+
+
+def test_several_texts_run_together_and_match_each_alone(converted, tmp_path):
+    common = ["--model", str(converted), "--voice", "vivian", "--language", "english", "--seed", "4",
+              "--precision", "f32", "--kv-precision", "f32", "--threads", "1", "--max-frames", "20"]
+    texts = ["First text.", "A second, longer text to say.", "Third!"]
+    listing = tmp_path / "texts.txt"
+    listing.write_text(f"{texts[1]}\n\n{texts[2]}\n", encoding="utf-8")
+    assert say([texts[0], "--text-file", str(listing), "-o", str(tmp_path / "all.wav")] + common) == 0
+    for i, text in enumerate(texts):
+        alone = tmp_path / f"alone{i}.wav"
+        seed = ["--seed", str(4 + i)]
+        assert say([text, "-o", str(alone)] + common + seed) == 0
+        together, _ = read_wav(tmp_path / f"all-{i + 1}.wav")
+        assert together.size > 0 and np.array_equal(together, read_wav(alone)[0])
+    assert not (tmp_path / "all.wav").exists()
+
+
+def test_say_reports_bad_input_without_a_traceback(converted, tmp_path, caplog):
+    args = ["Hi.", "--model", str(converted), "--voice", "nobody", "-o", str(tmp_path / "x.wav")]
+    assert say(args) == 2
+    assert "unknown speaker 'nobody'" in caplog.text and not (tmp_path / "x.wav").exists()

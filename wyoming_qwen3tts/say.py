@@ -1,4 +1,5 @@
-"""qwen3tts-say: synthesize with a converted model into a WAV file (and/or the codes)."""
+"""qwen3tts-say: synthesize one or more texts with a converted model into WAV files (and/or
+the codes). Several texts run concurrently through the engine, as satellites would."""
 from __future__ import annotations
 
 import argparse
@@ -9,66 +10,118 @@ from pathlib import Path
 
 import numpy as np
 
+from .engine.audio import SAMPLE_RATE, write_wav
+from .engine.config import EngineConfig
 from .engine.devices import KV_PRECISIONS, PRECISIONS
 from .engine.model import LoadedModel
-from .engine.audio import SAMPLE_RATE, write_wav
-from .engine.runner import ChunkSchedule, generate_codes
+from .engine.runner import ChunkSchedule
 from .engine.sampling import SamplingParams
-from .model.prompt import PromptError, VoiceRequest
+from .engine.scheduler import Scheduler
+from .engine.stream import AudioStream, EngineError
+from .model.prompt import VoiceRequest
 
 log = logging.getLogger("qwen3tts-say")
 
 
-def main(argv: list[str] | None = None) -> int:
+def numbered(path: Path | None, index: int, count: int) -> Path | None:
+    """out.wav for one text; out-1.wav, out-2.wav, ... for several."""
+    if path is None or count == 1:
+        return path
+    return path.with_name(f"{path.stem}-{index + 1}{path.suffix}")
+
+
+def read_texts(args: argparse.Namespace, parser: argparse.ArgumentParser) -> list[str]:
+    texts = list(args.text) + list(args.texts or [])
+    if args.text_file:
+        try:
+            lines = args.text_file.read_text(encoding="utf-8").splitlines()
+        except OSError as e:
+            parser.error(f"cannot read --text-file: {e}")
+        texts += [line.strip() for line in lines if line.strip()]
+    if not texts:
+        parser.error("nothing to say: give TEXT, --text or --text-file")
+    return texts
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="qwen3tts-say", description=__doc__)
-    parser.add_argument("text", help="what to say")
+    parser.add_argument("text", nargs="*", help="what to say")
+    parser.add_argument("--text", dest="texts", action="append", help="another text (repeatable)")
+    parser.add_argument("--text-file", type=Path, help="one text per line")
     parser.add_argument("--model", required=True, type=Path, help="a directory written by qwen3tts-convert")
     parser.add_argument("--voice", help="speaker of a CustomVoice model")
     parser.add_argument("--language", default="auto")
     parser.add_argument("--instruct", help="voice description (VoiceDesign) or style (1.7B CustomVoice)")
     parser.add_argument("--greedy", action="store_true", help="greedy decoding (deterministic)")
-    parser.add_argument("--seed", type=int, help="seed for sampling")
+    parser.add_argument("--seed", type=int, help="seed for sampling (text i gets seed + i)")
     parser.add_argument("--max-frames", type=int, help="stop after this many 80 ms frames")
     parser.add_argument("--precision", choices=PRECISIONS, default="f32")
     parser.add_argument("--kv-precision", choices=KV_PRECISIONS, default="u8")
     parser.add_argument("--device", default="CPU")
-    parser.add_argument("-o", "--output", type=Path, help="write 16-bit mono 24 kHz PCM to this WAV file")
-    parser.add_argument("--save-codes", type=Path, help="write the [frames, 16] codes (.npy)")
+    parser.add_argument("--threads", type=int, help="inference threads per graph (default: all cores)")
+    parser.add_argument("-o", "--output", type=Path,
+                        help="16-bit mono 24 kHz WAV (several texts: out-1.wav, out-2.wav, ...)")
+    parser.add_argument("--save-codes", type=Path, help="the [frames, 16] codes (.npy), numbered like -o")
     parser.add_argument("--first-chunk", type=int, default=1, help="frames in the first codec call (latency)")
     parser.add_argument("--steady-chunk", type=int, default=8, help="frames per codec call after the first")
     parser.add_argument("--offline", action="store_true", help="decode all codes at the end in one call")
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(levelname)s %(message)s")
+    args.all_texts = read_texts(args, parser)
     if args.output is None and args.save_codes is None:
         parser.error("nothing to write: give -o out.wav and/or --save-codes codes.npy")
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(levelname)s %(message)s")
     start = time.perf_counter()
     chunks = () if args.offline else (args.first_chunk, args.steady_chunk)
-    model = LoadedModel(args.model, args.device, args.precision, args.kv_precision, chunks=chunks)
-    params = SamplingParams.from_defaults(model.spec.generation, seed=args.seed)
-    if args.greedy:
-        params = params.greedy()
-    try:
-        embeds = model.embed_prompt(model.prompt(VoiceRequest(args.text, args.language, args.voice, args.instruct)))
-    except PromptError as e:
-        log.error("%s", e)
-        return 2
-    loaded = time.perf_counter()
+    model = LoadedModel(args.model, args.device, args.precision, args.kv_precision, chunks=chunks,
+                        threads=args.threads)
+    config = EngineConfig(max_batch=max(1, len(args.all_texts)), max_queue=max(1, len(args.all_texts)),
+                          first_chunk=args.first_chunk, steady_chunk=args.steady_chunk)
     schedule = ChunkSchedule(args.first_chunk, args.steady_chunk, args.offline)
-    try:
-        (seq,) = generate_codes(model, [embeds], [params], max_frames=args.max_frames, schedule=schedule)
-    except ValueError as e:
-        log.error("%s", e)
-        return 2
+    loaded = time.perf_counter()
+    streams: list[AudioStream] = []
+    with Scheduler(model, config, schedule=schedule) as engine:
+        try:
+            for i, text in enumerate(args.all_texts):
+                params = SamplingParams.from_defaults(model.spec.generation,
+                                                      seed=None if args.seed is None else args.seed + i)
+                streams.append(engine.submit(VoiceRequest(text, args.language, args.voice, args.instruct),
+                                             params.greedy() if args.greedy else params, max_frames=args.max_frames))
+        except ValueError as e:  # bad voice, language, instruct or an oversized prompt
+            log.error("%s", e)
+            return 2
+        pcms, failed = [], 0
+        for stream in streams:
+            try:
+                pcms.append(stream.read_all())
+            except EngineError as e:
+                log.error("text %d: %s", stream.id + 1, e)
+                pcms.append(None)
+                failed += 1
+        metrics = engine.metrics()
     elapsed = time.perf_counter() - loaded
-    if args.save_codes:
-        np.save(args.save_codes, seq.codes)
-    if args.output:
-        write_wav(args.output, seq.pcm, SAMPLE_RATE)
-    log.info("%d frames (%.2f s of audio, stop: %s) in %.2f s (+%.2f s load) -> %s", len(seq.frames),
-             seq.pcm.size / SAMPLE_RATE, seq.reason, elapsed, loaded - start,
-             ", ".join(str(p) for p in (args.output, args.save_codes) if p))
-    return 0
+    for i, (stream, pcm) in enumerate(zip(streams, pcms)):
+        if pcm is None:
+            continue
+        result = stream.result
+        if args.offline:
+            pcm = model.decode_offline(result.codes)
+        if args.save_codes:
+            np.save(numbered(args.save_codes, i, len(streams)), result.codes)
+        if args.output:
+            write_wav(numbered(args.output, i, len(streams)), pcm, SAMPLE_RATE)
+        log.info("text %d: %d frames (%.2f s of audio, stop: %s), first audio after %s", i + 1, result.frames,
+                 pcm.size / SAMPLE_RATE, result.reason, "-" if result.ttfa_s is None else f"{result.ttfa_s:.3f} s")
+    frames = sum(s.result.frames for s in streams)
+    log.info("%d texts, %d frames in %.2f s (+%.2f s load): %.1f frames/s aggregate, median step %.0f ms "
+             "(real time = 12.5 frames/s per stream)", len(streams), frames, elapsed, loaded - start,
+             frames / elapsed, metrics.step_ms)
+    return 1 if failed else 0
 
 
 if __name__ == "__main__":

@@ -56,11 +56,14 @@ class Scheduler:
     tests may instead call `tick()` themselves for a deterministic interleaving."""
 
     def __init__(self, model: LoadedModel, config: EngineConfig = EngineConfig(),
-                 defaults: SamplingParams | None = None) -> None:
+                 defaults: SamplingParams | None = None, schedule: ChunkSchedule | None = None) -> None:
+        """defaults: sampling of requests that bring none. schedule: the codec chunk
+        schedule (default: the config's first/steady chunks; offline = no audio while
+        generating, the caller decodes the codes)."""
         config.validate()
         self.model, self.config = model, config
         self.defaults = defaults or SamplingParams.from_defaults(model.spec.generation)
-        schedule = ChunkSchedule(config.first_chunk, config.steady_chunk)
+        schedule = schedule or ChunkSchedule(config.first_chunk, config.steady_chunk)
         self.runner = Runner(model, pool_blocks(model, config), schedule, config.prefill_chunk)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
