@@ -1,0 +1,350 @@
+"""config.yaml → typed, validated, frozen server settings.
+
+The defaults live here, in the dataclasses; config.yaml documents every one of them and a
+test keeps the two identical. Every key is checked against the dataclass it fills: an
+unknown key, a value of the wrong type or out of range raises ConfigError naming the key by
+its dotted path ("engine.max_batchh: unknown key (did you mean max_batch?)"), so a typo
+never silently falls back to a default.
+"""
+from __future__ import annotations
+
+import dataclasses
+import difflib
+import re
+import types
+import typing
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+import yaml
+
+from .engine.config import EngineConfig
+from .engine.devices import KV_PRECISIONS, PRECISIONS
+
+DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
+DEVICES = ("CPU", "GPU", "NPU", "AUTO")
+# Equal to convert.ops.WEIGHT_FORMATS (a test checks it); importing that would load openvino.
+WEIGHT_FORMATS = ("int8", "fp16", "fp32")
+
+
+class ConfigError(ValueError):
+    """A configuration that cannot be used; the message names the key by its dotted path."""
+
+
+@dataclass(frozen=True)
+class ModelConfig:
+    """Which model to serve, and where the server keeps the models it converts."""
+
+    source: str = DEFAULT_MODEL  # a qwen3tts-convert output dir, a checkpoint dir, or a hub repo id
+    data_dir: str = "~/.cache/wyoming-qwen3tts"  # conversions of checkpoints and repo ids
+    weights: str = "int8"  # weight format of those conversions
+
+    @property
+    def data_path(self) -> Path:
+        return Path(self.data_dir).expanduser()
+
+    def validate(self) -> None:
+        _non_empty("model.source", self.source)
+        _non_empty("model.data_dir", self.data_dir)
+        _one_of("model.weights", self.weights, WEIGHT_FORMATS)
+
+
+@dataclass(frozen=True)
+class DevicesConfig:
+    """OpenVINO device of each compiled graph (they are split by compute shape)."""
+
+    talker: str = "CPU"
+    subcode: str = "CPU"
+    decoder: str = "CPU"
+    threads: int | None = None  # CPU inference threads per graph; None: the plugin's choice (all cores)
+
+    def validate(self) -> None:
+        for name in ("talker", "subcode", "decoder"):
+            value = getattr(self, name)
+            if value not in DEVICES and not re.fullmatch(r"GPU\.\d+", value):
+                raise ConfigError(f"devices.{name}: {value!r} is not one of {', '.join(DEVICES)} "
+                                  f"(or GPU.<n> for one of several GPUs)")
+        if self.threads is not None and self.threads < 1:
+            raise ConfigError(f"devices.threads: must be >= 1, got {self.threads}")
+
+
+@dataclass(frozen=True)
+class PrecisionConfig:
+    """Numeric precision, pinned explicitly: OpenVINO's CPU default (bf16) changes results."""
+
+    inference: str = "f32"
+    kv_cache: str = "u8"
+
+    def validate(self) -> None:
+        _one_of("precision.inference", self.inference, PRECISIONS)
+        _one_of("precision.kv_cache", self.kv_cache, KV_PRECISIONS)
+
+
+@dataclass(frozen=True)
+class ServerSettings:
+    """The Wyoming side: where to listen, how to chunk audio, request limits, sampling."""
+
+    uri: str = "tcp://0.0.0.0:10200"
+    samples_per_chunk: int = 1024
+    max_text_chars: int = 5000
+    max_sentence_chars: int = 300
+    zeroconf: str | None = None  # service name to announce over mDNS; None: no announcement
+    greedy: bool = False
+    seed: int | None = None
+    default_voice: str | None = None
+
+    def validate(self) -> None:
+        _check_uri(self.uri)
+        for name in ("samples_per_chunk", "max_text_chars", "max_sentence_chars"):
+            if getattr(self, name) < 1:
+                raise ConfigError(f"server.{name}: must be >= 1, got {getattr(self, name)}")
+        if self.seed is not None and self.seed < 0:
+            raise ConfigError(f"server.seed: must be >= 0, got {self.seed}")
+        for name in ("zeroconf", "default_voice"):
+            if getattr(self, name) is not None:
+                _non_empty(f"server.{name}", getattr(self, name))
+
+
+@dataclass(frozen=True)
+class VoiceConfig:
+    """An extra voice: a designed one (instruct, VoiceDesign), a preset speaker with its own
+    name, language or style (speaker [+ instruct on 1.7B], CustomVoice), or a clone (ref_audio,
+    Base). Whether the model can serve it is the voice catalogue's decision."""
+
+    name: str
+    description: str | None = None
+    language: str | None = None
+    speaker: str | None = None
+    instruct: str | None = None
+    ref_audio: str | None = None
+    ref_text: str | None = None
+    x_vector_only: bool = False
+
+    def validate(self, where: str) -> None:
+        for name in ("name", "description", "language", "speaker", "instruct", "ref_audio", "ref_text"):
+            if getattr(self, name) is not None:
+                _non_empty(f"{where}.{name}", getattr(self, name))
+        if self.name != self.name.strip():
+            raise ConfigError(f"{where}.name: {self.name!r} has leading or trailing whitespace")
+        if self.ref_audio is not None:
+            if self.speaker is not None or self.instruct is not None:
+                raise ConfigError(f"{where}: a clone voice (ref_audio) takes no speaker or instruct")
+            if self.ref_text is None and not self.x_vector_only:
+                raise ConfigError(f"{where}: a clone voice needs ref_text (the reference's transcript), "
+                                  f"or x_vector_only: true")
+        elif self.ref_text is not None or self.x_vector_only:
+            raise ConfigError(f"{where}: ref_text and x_vector_only apply only to a clone voice (ref_audio)")
+        elif self.speaker is None and self.instruct is None:
+            raise ConfigError(f"{where}: give instruct (a designed voice), speaker (a preset speaker) "
+                              f"or ref_audio (a clone)")
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """The whole config.yaml."""
+
+    model: ModelConfig = field(default_factory=ModelConfig)
+    engine: EngineConfig = field(default_factory=EngineConfig)
+    devices: DevicesConfig = field(default_factory=DevicesConfig)
+    precision: PrecisionConfig = field(default_factory=PrecisionConfig)
+    server: ServerSettings = field(default_factory=ServerSettings)
+    voices: tuple[VoiceConfig, ...] = ()
+
+    def validate(self) -> None:
+        self.model.validate()
+        try:
+            self.engine.validate()
+        except ValueError as e:
+            raise ConfigError(str(e)) from None
+        self.devices.validate()
+        self.precision.validate()
+        self.server.validate()
+        seen: dict[str, int] = {}
+        for i, voice in enumerate(self.voices):
+            voice.validate(f"voices[{i}]")
+            key = voice.name.casefold()
+            if key in seen:
+                raise ConfigError(f"voices[{i}].name: {voice.name!r} is already the name of voices[{seen[key]}]")
+            seen[key] = i
+
+
+def load_config(path: str | Path | None = None) -> ServerConfig:
+    """The validated configuration in `path`; None: the defaults. Relative ref_audio paths are
+    taken relative to the file's directory."""
+    if path is None:
+        config = ServerConfig()
+        config.validate()
+        return config
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise ConfigError(f"config file {path} not found") from None
+    except (OSError, UnicodeDecodeError) as e:
+        raise ConfigError(f"cannot read config file {path}: {e}") from None
+    try:
+        data = yaml.load(text, Loader=_StrictLoader)  # a SafeLoader: plain data only
+    except yaml.YAMLError as e:
+        raise ConfigError(f"{path} is not valid YAML: {e}") from None
+    try:
+        config = _build(ServerConfig, data, "")
+        config.validate()
+    except ConfigError as e:
+        raise ConfigError(f"{path}: {e}") from None
+    voices = tuple(dataclasses.replace(v, ref_audio=str(path.parent / Path(v.ref_audio).expanduser()))
+                   if v.ref_audio is not None else v for v in config.voices)
+    return dataclasses.replace(config, voices=voices)
+
+
+# Command-line flag → the settings it overrides.
+_FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
+    "model": (("model", "source"),),
+    "data_dir": (("model", "data_dir"),),
+    "weights": (("model", "weights"),),
+    "device": (("devices", "talker"), ("devices", "subcode"), ("devices", "decoder")),
+    "talker_device": (("devices", "talker"),),
+    "subcode_device": (("devices", "subcode"),),
+    "decoder_device": (("devices", "decoder"),),
+    "threads": (("devices", "threads"),),
+    "precision": (("precision", "inference"),),
+    "kv_precision": (("precision", "kv_cache"),),
+    "max_batch": (("engine", "max_batch"),),
+    "first_chunk": (("engine", "first_chunk"),),
+    "steady_chunk": (("engine", "steady_chunk"),),
+    "uri": (("server", "uri"),),
+    "zeroconf": (("server", "zeroconf"),),
+    "samples_per_chunk": (("server", "samples_per_chunk"),),
+    "greedy": (("server", "greedy"),),
+    "seed": (("server", "seed"),),
+    "voice": (("server", "default_voice"),),
+}
+
+
+def apply_overrides(config: ServerConfig, **flags: Any) -> ServerConfig:
+    """`config` with command-line values applied and validated again; a None value keeps the
+    configured one (so boolean flags need `default=None`, not False). `device` sets all three
+    devices; a per-graph device flag given with it wins for that graph."""
+    changes: dict[str, dict[str, Any]] = {}
+    ordered = sorted(flags.items(), key=lambda item: item[0] != "device")  # "device" first
+    for flag, value in ordered:
+        if flag not in _FLAGS:
+            raise TypeError(f"apply_overrides() got an unknown flag {flag!r} (known: {', '.join(_FLAGS)})")
+        if value is None:
+            continue
+        for section, name in _FLAGS[flag]:
+            hint = typing.get_type_hints(type(getattr(config, section)))[name]
+            changes.setdefault(section, {})[name] = _typed(hint, value, f"{section}.{name}")
+    config = dataclasses.replace(config, **{section: dataclasses.replace(getattr(config, section), **values)
+                                            for section, values in changes.items()})
+    config.validate()
+    return config
+
+
+# --- typed construction ----------------------------------------------------------------------
+
+
+def _build(cls: type, data: Any, path: str) -> Any:
+    """An instance of dataclass `cls` from a YAML mapping; None means all defaults."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{path or 'the top level'}: expected a mapping of settings, got {_shown(data)}")
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: f for f in dataclasses.fields(cls)}
+    values: dict[str, Any] = {}
+    for key, value in data.items():
+        where = f"{path}.{key}" if path else str(key)
+        if key not in fields:
+            close = difflib.get_close_matches(str(key), list(fields), n=1)
+            raise ConfigError(f"{where}: unknown key" + (f" (did you mean {close[0]}?)" if close else ""))
+        values[key] = _typed(hints[key], value, where)
+    for name, f in fields.items():
+        if name not in values and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING:
+            raise ConfigError(f"{path}.{name}: required" if path else f"{name}: required")
+    return cls(**values)
+
+
+def _typed(hint: Any, value: Any, where: str) -> Any:
+    """`value` checked against type `hint` (str, int, float, bool, X | None, tuple[X, ...], a dataclass)."""
+    origin = typing.get_origin(hint)
+    if origin in (Union, types.UnionType):
+        options = [a for a in typing.get_args(hint) if a is not type(None)]
+        if value is None and len(options) < len(typing.get_args(hint)):
+            return None
+        if len(options) != 1:
+            raise TypeError(f"unsupported setting type {hint}")
+        return _typed(options[0], value, where)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if len(args) != 2 or args[1] is not Ellipsis:
+            raise TypeError(f"unsupported setting type {hint}")
+        if value is None:
+            return ()
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {_shown(value)}")
+        return tuple(_typed(args[0], item, f"{where}[{i}]") for i, item in enumerate(value))
+    if dataclasses.is_dataclass(hint):
+        return _build(hint, value, where)
+    if hint is bool and isinstance(value, bool):
+        return value
+    if hint is int and isinstance(value, int) and not isinstance(value, bool):
+        return value
+    if hint is float and isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    if hint is str and isinstance(value, str):
+        return value
+    if hint not in _TYPE_NAMES:
+        raise TypeError(f"unsupported setting type {hint}")
+    raise ConfigError(f"{where}: expected {_TYPE_NAMES[hint]}, got {_shown(value)}")
+
+
+_TYPE_NAMES = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+
+
+def _shown(value: Any) -> str:
+    if value is None:
+        return "null (not set)"
+    return f"{type(value).__name__} {value!r}"
+
+
+def _non_empty(where: str, value: str) -> None:
+    if not value.strip():
+        raise ConfigError(f"{where}: must not be empty")
+
+
+def _one_of(where: str, value: str, allowed: tuple[str, ...]) -> None:
+    if value not in allowed:
+        raise ConfigError(f"{where}: {value!r} is not one of {', '.join(allowed)}")
+
+
+def _check_uri(uri: str) -> None:
+    if uri == "stdio://" or (uri.startswith("unix://") and len(uri) > len("unix://")):
+        return
+    match = re.fullmatch(r"tcp://([^:/]+|\[[0-9A-Fa-f:.]+\]):(\d+)", uri)
+    if match is None or not 0 < int(match.group(2)) < 65536:
+        raise ConfigError(f"server.uri: {uri!r} is not tcp://HOST:PORT (port 1-65535), unix://PATH or stdio://")
+
+
+class _StrictLoader(yaml.SafeLoader):
+    """SafeLoader that rejects a key given twice in one mapping (PyYAML keeps the last silently)."""
+
+
+def _mapping_without_duplicates(loader: _StrictLoader, node: yaml.MappingNode, deep: bool = False) -> dict:
+    seen: set = set()
+    for key_node, _ in node.value:
+        if key_node.tag == "tag:yaml.org,2002:merge":
+            continue
+        key = loader.construct_object(key_node, deep=deep)
+        try:
+            duplicate = key in seen
+        except TypeError:  # unhashable: construct_mapping reports it
+            continue
+        if duplicate:
+            raise yaml.constructor.ConstructorError(None, None, f"duplicate key {key!r}", key_node.start_mark)
+        seen.add(key)
+    return loader.construct_mapping(node, deep)
+
+
+_StrictLoader.add_constructor(yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _mapping_without_duplicates)

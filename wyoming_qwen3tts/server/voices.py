@@ -1,0 +1,221 @@
+"""The voice catalogue: the model's preset speakers plus the voices of config.yaml.
+
+It answers two questions: what to advertise in Wyoming `Info` (Home Assistant shows a voice's
+description as its name and lists voices per BCP-47 language, so every voice advertises all
+the model's languages with its native one first), and which voice and model language a
+request means. Home Assistant sends only a voice name, never a language, so a request's
+language falls back to the voice's configured default and then to "auto": the model reads the
+language from the text, and a dialect speaker speaks its dialect.
+"""
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+
+from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
+
+from ..config import VoiceConfig
+from ..model.spec import ModelSpec, Speaker
+
+log = logging.getLogger(__name__)
+
+PROGRAM_NAME = "qwen3tts"
+ATTRIBUTION = Attribution(name="Qwen Team, Alibaba Cloud", url="https://github.com/QwenLM/Qwen3-TTS")
+
+# The model's language names → BCP-47, in the order the official README lists them.
+LANGUAGE_TAGS: dict[str, str] = {
+    "chinese": "zh", "english": "en", "japanese": "ja", "korean": "ko", "german": "de",
+    "french": "fr", "russian": "ru", "portuguese": "pt", "spanish": "es", "italian": "it",
+}
+_NAME_OF_TAG = {tag: name for name, tag in LANGUAGE_TAGS.items()}
+
+# Preset CustomVoice speakers: native language and a short description, from the official
+# README's speaker table (reference/qwen3-tts-architecture.md §1.1 has the native languages).
+# Dialect speakers (eric, dylan) are Chinese; their dialect comes from the model's spec.
+_PRESETS: dict[str, tuple[str, str]] = {
+    "vivian": ("chinese", "bright young female"),
+    "serena": ("chinese", "warm, gentle young female"),
+    "uncle_fu": ("chinese", "seasoned male, low and mellow"),
+    "dylan": ("chinese", "youthful male"),
+    "eric": ("chinese", "lively male"),
+    "ryan": ("english", "dynamic male"),
+    "aiden": ("english", "sunny American male"),
+    "ono_anna": ("japanese", "playful female"),
+    "sohee": ("korean", "warm female"),
+}
+_MODEL_TYPES = {"custom_voice": "CustomVoice", "voice_design": "VoiceDesign", "base": "Base"}
+
+
+class VoiceNotFound(ValueError):
+    """A request names a voice the catalogue does not have."""
+
+    code = "VoiceNotFound"
+
+
+class LanguageNotSupported(ValueError):
+    """A request or a configured voice names a language the model cannot speak."""
+
+    code = "LanguageNotSupported"
+
+
+class CatalogueError(ValueError):
+    """No voice can be served, or server.default_voice names none of them."""
+
+
+@dataclass(frozen=True)
+class VoiceEntry:
+    """One advertised voice and what it asks of the model."""
+
+    name: str
+    description: str
+    languages: tuple[str, ...]  # BCP-47, native language first
+    default_language: str  # a model language name, or "auto"
+    speaker: str | None = None  # preset speaker (CustomVoice)
+    instruct: str | None = None  # voice description (VoiceDesign) or style (1.7B CustomVoice)
+    ref_audio: str | None = None  # voice clone (Base): reference recording ...
+    ref_text: str | None = None  # ... its transcript (in-context cloning) ...
+    x_vector_only: bool = False  # ... or the speaker vector alone
+
+
+def model_language(language: str, supported: Iterable[str]) -> str:
+    """The model's name for `language`: "en", "en-US", "en_us", "English" → "english"; "auto" stays."""
+    supported = tuple(supported)
+    key = language.strip().lower().replace("_", "-")
+    if key == "auto" or key in supported:
+        return key
+    name = _NAME_OF_TAG.get(key.split("-", 1)[0])
+    if name in supported:
+        return name
+    known = [LANGUAGE_TAGS[n] for n in supported if n in LANGUAGE_TAGS] + ["auto", *supported]
+    raise LanguageNotSupported(f"language {language!r} is not supported by this model (use one of: {', '.join(known)})")
+
+
+def _native_language(speaker: Speaker) -> str | None:
+    """The model language a preset speaker speaks natively; every Qwen3-TTS dialect is Chinese."""
+    return "chinese" if speaker.dialect else _PRESETS.get(speaker.name, (None, ""))[0]
+
+
+def model_label(spec: ModelSpec) -> str:
+    """A display name such as "Qwen3-TTS 0.6B CustomVoice" (the spec says "0b6", "custom_voice")."""
+    size = spec.model_size.replace("b", ".").upper() + "B" if "b" in spec.model_size else spec.model_size
+    return f"Qwen3-TTS {size} {_MODEL_TYPES.get(spec.model_type, spec.model_type)}"
+
+
+class Catalogue:
+    """Every voice one model can serve, in a fixed order: preset speakers by name, then the
+    configured voices in config order.
+
+    A configured voice the model cannot serve (a clone voice on a non-Base model, a designed
+    voice on a CustomVoice model, an unknown speaker or language, a name clash) is skipped,
+    logged and listed in `errors`, so one stale entry does not take the server down; having
+    no voice at all, or a default voice that is not in the catalogue, raises CatalogueError.
+    """
+
+    def __init__(self, spec: ModelSpec, voices: Sequence[VoiceConfig] = (), default_voice: str | None = None) -> None:
+        self.label = model_label(spec)
+        self._spec = spec
+        self._languages = tuple(n for n in spec.supported_languages if n != "auto")
+        untagged = [n for n in self._languages if n not in LANGUAGE_TAGS]
+        if untagged:
+            log.warning("model languages without a BCP-47 tag are not advertised (requests may name them): %s",
+                        ", ".join(untagged))
+        if len(untagged) == len(self._languages):
+            raise CatalogueError(f"{self.label} lists no language with a known BCP-47 tag")
+        entries = [self._speaker_entry(s) for s in sorted(spec.speakers, key=lambda s: s.name)]
+        errors: list[str] = []
+        for voice in voices:
+            try:
+                entry = self._config_entry(voice)
+                if entry.name.casefold() in {e.name.casefold() for e in entries}:
+                    raise CatalogueError(f"voice {voice.name!r}: the name is taken by another voice")
+                entries.append(entry)
+            except CatalogueError as e:
+                log.error("%s; the voice is skipped", e)
+                errors.append(str(e))
+        if not entries:
+            reason = "; ".join(errors) or "the model has no preset speakers and config.yaml defines no voices"
+            raise CatalogueError(f"no voice can be served by {self.label}: {reason}")
+        self.voices: tuple[VoiceEntry, ...] = tuple(entries)
+        self.errors: tuple[str, ...] = tuple(errors)
+        self._by_name = {e.name.casefold(): e for e in entries}
+        self.default = self.voices[0]
+        if default_voice is not None:
+            if default_voice.casefold() not in self._by_name:
+                raise CatalogueError(f"server.default_voice {default_voice!r} is not a voice of {self.label} "
+                                     f"(voices: {', '.join(e.name for e in self.voices)})")
+            self.default = self._by_name[default_voice.casefold()]
+
+    def resolve(self, name: str | None, language: str | None = None) -> tuple[VoiceEntry, str]:
+        """(voice, model language) for a request: no name → the default voice; the language is
+        the request's if given, else the voice's configured default, else "auto"."""
+        entry = self.default if not name else self._by_name.get(name.casefold())
+        if entry is None:
+            raise VoiceNotFound(f"unknown voice {name!r} (voices: {', '.join(e.name for e in self.voices)})")
+        if language:
+            return entry, model_language(language, self._languages)
+        return entry, entry.default_language
+
+    def _tags(self, native: str | None) -> tuple[str, ...]:
+        """BCP-47 tags of the model's languages, `native` first."""
+        names = [n for n in LANGUAGE_TAGS if n in self._languages]
+        if native in names:
+            names.remove(native)
+            names.insert(0, native)
+        return tuple(LANGUAGE_TAGS[n] for n in names)
+
+    def _speaker_entry(self, speaker: Speaker) -> VoiceEntry:
+        native = _native_language(speaker)
+        if speaker.dialect:
+            label = f"{speaker.dialect.removesuffix('_dialect').replace('_', ' ').title()} Chinese"
+        else:
+            label = native.title() if native else None
+        details = ", ".join(part for part in (label, _PRESETS.get(speaker.name, ("", ""))[1]) if part)
+        title = speaker.name.replace("_", " ").title()
+        return VoiceEntry(name=speaker.name, description=f"{title} ({details})" if details else title,
+                          languages=self._tags(native), default_language="auto", speaker=speaker.name)
+
+    def _config_entry(self, voice: VoiceConfig) -> VoiceEntry:
+        where, kind = f"voice {voice.name!r}", self._spec.model_type
+        speaker, native = None, None
+        if voice.ref_audio is not None:
+            if kind != "base":
+                raise CatalogueError(f"{where} clones a voice (ref_audio), which needs a Base model; "
+                                     f"the model is {self.label}")
+        elif voice.speaker is not None:
+            if kind != "custom_voice":
+                raise CatalogueError(f"{where} uses preset speaker {voice.speaker!r}, but {self.label} "
+                                     f"has no preset speakers")
+            try:
+                speaker = self._spec.speaker(voice.speaker)
+            except KeyError as e:
+                raise CatalogueError(f"{where}: {e.args[0]}") from None
+            if voice.instruct and self._spec.model_size == "0b6":
+                raise CatalogueError(f"{where}: 0.6B CustomVoice models ignore instruct "
+                                     f"(use a 1.7B CustomVoice model, or drop instruct)")
+            native = _native_language(speaker)
+        elif kind != "voice_design":
+            raise CatalogueError(f"{where} is a designed voice (instruct without speaker), which needs a "
+                                 f"VoiceDesign model; the model is {self.label}")
+        default_language = "auto"
+        if voice.language is not None:
+            try:
+                default_language = model_language(voice.language, self._languages)
+            except LanguageNotSupported as e:
+                raise CatalogueError(f"{where}: {e}") from None
+        if default_language != "auto":
+            native = default_language
+        return VoiceEntry(name=voice.name, description=voice.description or voice.name,
+                          languages=self._tags(native), default_language=default_language,
+                          speaker=speaker.name if speaker else None, instruct=voice.instruct,
+                          ref_audio=voice.ref_audio, ref_text=voice.ref_text, x_vector_only=voice.x_vector_only)
+
+
+def build_info(catalogue: Catalogue, version: str) -> Info:
+    """Wyoming `Info`: one installed TTS program with every voice, identical on every call."""
+    voices = [TtsVoice(name=e.name, attribution=ATTRIBUTION, installed=True, description=e.description,
+                       version=None, languages=list(e.languages), speakers=None) for e in catalogue.voices]
+    program = TtsProgram(name=PROGRAM_NAME, attribution=ATTRIBUTION, installed=True,
+                         description=f"{catalogue.label} on OpenVINO", version=version, voices=voices,
+                         supports_synthesize_streaming=True)
+    return Info(tts=[program])
