@@ -1,8 +1,10 @@
-"""qwen3tts-say: synthesize one or more texts with a converted model into WAV files (and/or
-the codes). Several texts run concurrently through the engine, as satellites would."""
+"""qwen3tts-say: synthesize one or more texts into WAV files, with a converted model in this
+process (--model) or from a Wyoming server (--uri). Several texts run concurrently, as
+satellites would."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import logging
 import sys
 import time
@@ -18,6 +20,7 @@ from .engine.runner import ChunkSchedule
 from .engine.sampling import SamplingParams
 from .engine.scheduler import Scheduler
 from .engine.stream import AudioStream, EngineError
+from .client import ClientError, synthesize
 from .model.prompt import VoiceRequest
 
 log = logging.getLogger("qwen3tts-say")
@@ -48,7 +51,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("text", nargs="*", help="what to say")
     parser.add_argument("--text", dest="texts", action="append", help="another text (repeatable)")
     parser.add_argument("--text-file", type=Path, help="one text per line")
-    parser.add_argument("--model", required=True, type=Path, help="a directory written by qwen3tts-convert")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--model", type=Path, help="a directory written by qwen3tts-convert")
+    where.add_argument("--uri", help="a Wyoming server, e.g. tcp://127.0.0.1:10200")
+    parser.add_argument("--stream", action="store_true",
+                        help="with --uri: send the text in pieces, as Home Assistant streams an LLM's answer")
     parser.add_argument("--voice", help="speaker of a CustomVoice model")
     parser.add_argument("--language", default="auto")
     parser.add_argument("--instruct", help="voice description (VoiceDesign) or style (1.7B CustomVoice)")
@@ -70,12 +77,40 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.all_texts = read_texts(args, parser)
     if args.output is None and args.save_codes is None:
         parser.error("nothing to write: give -o out.wav and/or --save-codes codes.npy")
+    if args.uri and (args.save_codes or args.offline):
+        parser.error("--save-codes and --offline need --model (a server sends audio only)")
     return args
 
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(levelname)s %(message)s")
+    return asyncio.run(remote(args)) if args.uri else local(args)
+
+
+async def remote(args: argparse.Namespace) -> int:
+    """Every text as its own connection to the server, all at once."""
+    language = None if args.language == "auto" else args.language
+    replies = await asyncio.gather(*(synthesize(args.uri, text, args.voice, language, args.stream)
+                                     for text in args.all_texts), return_exceptions=True)
+    failed = 0
+    for i, reply in enumerate(replies):
+        if isinstance(reply, BaseException):
+            if not isinstance(reply, (ClientError, OSError, asyncio.TimeoutError)):
+                raise reply
+            log.error("text %d: %s", i + 1, reply)
+            failed += 1
+            continue
+        pcm = np.frombuffer(bytes(reply.audio), "<i2").astype(np.float32) / 32767.0
+        write_wav(numbered(args.output, i, len(replies)), pcm, reply.rate or SAMPLE_RATE)
+        rtf = reply.total_s / reply.seconds if reply.seconds else float("nan")
+        log.info("text %d: %.2f s of audio, first audio after %s, done in %.2f s (RTF %.2f)", i + 1, reply.seconds,
+                 "-" if reply.first_audio_s is None else f"{reply.first_audio_s:.3f} s", reply.total_s, rtf)
+    return 1 if failed else 0
+
+
+def local(args: argparse.Namespace) -> int:
+    """Every text through an engine in this process."""
     start = time.perf_counter()
     chunks = () if args.offline else (args.first_chunk, args.steady_chunk)
     model = LoadedModel(args.model, args.device, args.precision, args.kv_precision, chunks=chunks,

@@ -23,22 +23,25 @@ class LoadedModel:
     """Compiled graphs of one converted directory plus its spec and tokenizer."""
 
     def __init__(self, model_dir: str | Path, device: str = "CPU", precision: str = "f32",
-                 kv_precision: str = "u8", chunks: Collection[int] | None = None, threads: int | None = None) -> None:
+                 kv_precision: str = "u8", chunks: Collection[int] | None = None, threads: int | None = None,
+                 subcode_device: str | None = None, decoder_device: str | None = None) -> None:
         """chunks: the codec chunk sizes to compile (None: every exported one). A compiled
         full-size codec graph costs about 1 GB of RAM, so a server compiles only those its
         schedule uses; the offline decoder is compiled on first use. threads: inference
         threads per graph (None: all cores). With one thread a sequence's numbers do not
         depend on what else is in its batch; with several, the CPU plugin's paged attention
         sums partial results per thread in an order that follows the batch (last-bit
-        differences)."""
+        differences). device: of the embedding and talker graphs; subcode_device and
+        decoder_device (codec) default to it."""
         self.dir = Path(model_dir)
         _, self.spec = read_converted(self.dir, graphs=("embed", "talker", "subcode", "codec"))
         self.tokenizer = TextTokenizer.from_dir(self.dir)
         self.precision, self.kv_precision, self.device = precision, kv_precision, device
+        self.devices = {"talker": device, "subcode": subcode_device or device, "decoder": decoder_device or device}
         core = ov.Core()
         plain = compile_config(precision, threads=threads)
         self.embed = core.compile_model(core.read_model(self.dir / "embed.xml"), device, plain)
-        self.subcode = core.compile_model(core.read_model(self.dir / "subcode.xml"), device, plain)
+        self.subcode = core.compile_model(core.read_model(self.dir / "subcode.xml"), self.devices["subcode"], plain)
         talker = to_paged(core.read_model(self.dir / "talker.xml"), self.spec.talker.stack.num_layers)
         self.talker = core.compile_model(talker, device, compile_config(precision, kv_precision, threads))
         self.block_size = int(self.talker.input("value_cache.0").get_partial_shape()[2].get_length())
@@ -48,13 +51,14 @@ class LoadedModel:
         self._core, self._plain, self._offline = core, plain, None
         exported = {kind: {int(p.stem.rsplit("_", 1)[1]): p for p in self.dir.glob(f"codec_{kind}_*.xml")}
                     for kind in ("first", "steady")}
-        chunks = {kind: {n: core.compile_model(core.read_model(p), device, plain) for n, p in sorted(paths.items())
+        decoder = self.devices["decoder"]
+        chunks = {kind: {n: core.compile_model(core.read_model(p), decoder, plain) for n, p in sorted(paths.items())
                          if chunks is None or n in chunks} for kind, paths in exported.items()}
         self.streaming = StreamingCodec(chunks["first"], chunks["steady"]) if any(chunks.values()) else None
         self._embed_req = self.embed.create_infer_request()
         self.tts_pad = self._embed(np.array([self.spec.text_ids.tts_pad]), np.array([-1]))[0][0]
         log.info("loaded %s on %s (%s, KV %s, block %d tokens = %.2f MB; codec chunks compiled: first %s, steady %s)",
-                 self.dir, device, precision, kv_precision, self.block_size, self.kv_block_bytes / 1e6,
+                 self.dir, self.devices, precision, kv_precision, self.block_size, self.kv_block_bytes / 1e6,
                  sorted(chunks["first"]), sorted(chunks["steady"]))
 
     def _embed(self, text_ids: np.ndarray, codec_ids: np.ndarray,
@@ -70,8 +74,8 @@ class LoadedModel:
         if codes.shape[0] == 0:
             return np.zeros(0, np.float32)
         if self._offline is None:
-            self._offline = self._core.compile_model(self._core.read_model(self.dir / "codec.xml"), self.device,
-                                                     self._plain)
+            self._offline = self._core.compile_model(self._core.read_model(self.dir / "codec.xml"),
+                                                     self.devices["decoder"], self._plain)
         return self._offline({"codes": codes.T[None].astype(np.int64)})["pcm"][0].copy()
 
     def prompt(self, req: VoiceRequest) -> Prompt:

@@ -1,0 +1,268 @@
+"""The Wyoming server over real TCP, driven like Home Assistant drives it (reference §5.2)."""
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+import threading
+import time
+from functools import partial
+
+import numpy as np
+import pytest
+from wyoming.client import AsyncClient
+from wyoming.event import Event
+from wyoming.info import Describe, Info
+from wyoming.ping import Ping
+from wyoming.server import AsyncTcpServer
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
+
+from wyoming_qwen3tts.client import ClientError, Reply, pieces, synthesize
+from wyoming_qwen3tts.config import ServerConfig, apply_overrides
+from wyoming_qwen3tts.engine.config import EngineConfig
+from wyoming_qwen3tts.server.app import build_service
+from wyoming_qwen3tts.server.handler import TtsHandler
+
+FRAME = 1920  # samples per 80 ms frame at 24 kHz
+THREE = "The first sentence is here. A second one follows it! And a third, to finish?"
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """The server's handler on its own event loop thread, as `wyoming-qwen3tts` runs it."""
+
+    def __init__(self, service) -> None:
+        self.service = service
+        self.port = free_port()
+        self.uri = f"tcp://127.0.0.1:{self.port}"
+        self.loop = asyncio.new_event_loop()
+        self._server = AsyncTcpServer("127.0.0.1", self.port)
+        started = threading.Event()
+
+        def run() -> None:
+            asyncio.set_event_loop(self.loop)
+            self.loop.run_until_complete(self._server.start(partial(TtsHandler, service)))
+            started.set()
+            self.loop.run_forever()
+
+        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread.start()
+        assert started.wait(10)
+
+    def close(self) -> None:
+        asyncio.run_coroutine_threadsafe(self._server.stop(), self.loop).result(10)
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self._thread.join(10)
+
+
+@pytest.fixture(scope="module")
+def server(converted_factory, tmp_path_factory):
+    config = apply_overrides(ServerConfig(engine=EngineConfig(max_frames=24, steady_chunk=8, kv_blocks=64)),
+                             model=str(converted_factory("tiny", "custom_voice", "int8")),
+                             data_dir=str(tmp_path_factory.mktemp("data")), greedy=True, threads=1,
+                             samples_per_chunk=100_000)
+    service = build_service(config)
+    server = Server(service)
+    yield server
+    server.close()
+    service.engine.close()
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 120))
+
+
+def test_describe_lists_every_speaker_with_streaming(server):
+    async def describe() -> tuple[Info, float]:
+        async with AsyncClient.from_uri(server.uri) as client:
+            start = time.monotonic()
+            await client.write_event(Describe().event())
+            event = await client.read_event()
+            return Info.from_event(event), time.monotonic() - start
+
+    (info, took), (again, _) = run(describe()), run(describe())
+    (program,) = info.tts
+    assert program.supports_synthesize_streaming and program.installed and program.version
+    names = [v.name for v in program.voices]
+    assert set(names) == {s.name for s in server.service.engine.model.spec.speakers}
+    assert all(v.languages and v.description for v in program.voices)
+    assert info.to_dict() == again.to_dict() and took < 1.0
+
+
+def test_one_shot_streams_frames_as_they_decode(server):
+    reply = run(synthesize(server.uri, "Hello there, how are you?", voice="ryan"))
+    assert reply.events.count("audio-start") == 1 and reply.events.count("audio-stop") == 1
+    assert reply.events[0] == "audio-start" and reply.events[-1] == "audio-stop"
+    chunks = reply.events.count("audio-chunk")
+    assert chunks >= 3 and reply.rate == 24000 and reply.width == 2 and reply.channels == 1
+    assert len(reply.audio) == 24 * FRAME * 2  # the frame cap of this server: 24 frames
+    # samples_per_chunk is large here, so each audio-chunk is one codec call: 1 frame, then 8
+    assert chunks == 1 + -(-23 // 8)
+
+
+def test_streaming_with_mid_word_pieces_gives_the_one_shot_audio(server):
+    one_shot = run(synthesize(server.uri, THREE, voice="vivian"))
+    streamed = run(synthesize(server.uri, THREE, voice="vivian", streaming=True, piece_chars=5))
+    assert streamed.events[-1] == "synthesize-stopped" and streamed.events.count("synthesize-stopped") == 1
+    assert streamed.events.count("audio-start") == 1 and streamed.events.count("audio-stop") == 1
+    assert len(streamed.audio) == len(one_shot.audio) == 3 * 24 * FRAME * 2  # three sentences, no duplicate
+    assert streamed.audio == one_shot.audio  # greedy, one thread: the same samples
+
+
+def test_first_audio_of_a_stream_arrives_before_synthesize_stop(server):
+    async def session() -> tuple[list[str], bool]:
+        async with AsyncClient.from_uri(server.uri) as client:
+            await client.write_event(SynthesizeStart().event())
+            for piece in pieces("The first sentence is here. A sec", 6):
+                await client.write_event(SynthesizeChunk(text=piece).event())
+            seen = []
+            while "audio-chunk" not in seen:  # no stop sent yet: audio must come anyway
+                seen.append((await asyncio.wait_for(client.read_event(), 30)).type)
+            for piece in pieces("ond one follows it! And a third.", 6):
+                await client.write_event(SynthesizeChunk(text=piece).event())
+            await client.write_event(Synthesize(text=THREE).event())
+            await client.write_event(SynthesizeStop().event())
+            while seen[-1] != "synthesize-stopped":
+                seen.append((await asyncio.wait_for(client.read_event(), 30)).type)
+            return seen
+
+    seen = run(session())
+    assert seen[0] == "audio-start" and seen.count("audio-start") == 1 and seen[-2:] == ["audio-stop",
+                                                                                         "synthesize-stopped"]
+
+
+def test_describe_answers_fast_while_four_syntheses_run(server):
+    async def load() -> tuple[float, list[Reply]]:
+        long_text = " ".join([THREE] * 3)
+        jobs = [asyncio.create_task(synthesize(server.uri, long_text, voice=v)) for v in ("ryan", "vivian",
+                                                                                          "serena", "eric")]
+        await asyncio.sleep(0.3)
+        async with AsyncClient.from_uri(server.uri) as client:
+            start = time.monotonic()
+            await client.write_event(Describe().event())
+            assert Info.is_type((await client.read_event()).type)
+            took = time.monotonic() - start
+        running = sum(not j.done() for j in jobs)
+        return took, running, await asyncio.gather(*jobs)
+
+    took, running, replies = run(load())
+    assert running >= 1, "the syntheses must still be running while describe is answered"
+    assert took < 1.0
+    assert all(len(r.audio) == 9 * 24 * FRAME * 2 for r in replies)
+
+
+def test_unknown_voice_is_an_error_and_the_connection_stays_usable(server):
+    async def session() -> tuple[Event, Event, list[str]]:
+        async with AsyncClient.from_uri(server.uri) as client:
+            await client.write_event(Synthesize(text="Hi.", voice=None).event())
+            await client.write_event(Event("synthesize", {"text": "Hi.", "voice": {"name": "nobody"}}))
+            events = []
+            while "error" not in events:
+                events.append((await client.read_event()).type)
+            await client.write_event(Event("select-program", {"name": "x"}))  # unknown: ignored
+            await client.write_event(Ping(text="still there?").event())
+            pong = await client.read_event()
+            await client.write_event(Describe().event())
+            return pong, await client.read_event(), events
+
+    pong, info, events = run(session())
+    assert pong.type == "pong" and pong.data["text"] == "still there?" and info.type == "info"
+    assert events.count("audio-stop") == 1  # the first request completed before the bad one failed
+    with pytest.raises(ClientError) as error:
+        run(synthesize(server.uri, "Hi.", voice="nobody"))
+    assert error.value.code == "VoiceNotFound" and "nobody" in str(error.value)
+
+
+def test_language_from_the_raw_voice_data(server):
+    reply = run(synthesize(server.uri, "Guten Tag.", voice="vivian", language="de"))
+    assert reply.audio
+    with pytest.raises(ClientError) as error:
+        run(synthesize(server.uri, "Hi.", voice="vivian", language="tlh"))
+    assert error.value.code == "LanguageNotSupported"
+
+
+@pytest.mark.parametrize("text", ["", "   \n\t ", "😀🎉👍", "```\ncode only\n```"])
+def test_text_with_nothing_to_say_ends_cleanly(server, text):
+    one_shot = run(synthesize(server.uri, text, voice="ryan"))
+    assert one_shot.events == ["audio-start", "audio-stop"] and not one_shot.audio
+    streamed = run(synthesize(server.uri, text, voice="ryan", streaming=True))
+    assert streamed.events == ["audio-start", "audio-stop", "synthesize-stopped"]
+
+
+def test_text_too_long_is_a_clear_error(server):
+    with pytest.raises(ClientError) as error:
+        run(synthesize(server.uri, "word " * 2000, voice="ryan"))
+    assert error.value.code == "TextTooLong"
+    with pytest.raises(ClientError) as error:
+        run(synthesize(server.uri, "word " * 2000, voice="ryan", streaming=True, piece_chars=500))
+    assert error.value.code == "TextTooLong"
+
+
+def wait_until_idle(engine, timeout: float = 10.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        m = engine.metrics()
+        if m.active == 0 and m.queue_depth == 0 and m.blocks_used == 0:
+            return
+        time.sleep(0.02)
+    raise AssertionError(f"the engine did not go idle: {engine.metrics()}")
+
+
+def test_disconnect_mid_stream_frees_the_blocks(server):
+    engine = server.service.engine
+    aborted_before = engine.metrics().ends.get("aborted", 0)
+
+    async def vanish() -> None:
+        async with AsyncClient.from_uri(server.uri) as client:
+            await client.write_event(SynthesizeStart().event())
+            await client.write_event(SynthesizeChunk(text=" ".join([THREE] * 3)).event())
+            while (await client.read_event()).type != "audio-chunk":
+                pass
+        # the connection closes here, mid-stream
+
+    run(vanish())
+    wait_until_idle(engine)
+    assert engine.metrics().ends.get("aborted", 0) > aborted_before
+    assert run(synthesize(server.uri, "Still working?", voice="ryan")).audio
+
+
+def test_oversized_or_malformed_events_close_only_that_connection(server):
+    async def send_raw(data: bytes) -> list[dict]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(data)
+        await writer.drain()
+        lines = []
+        while line := await asyncio.wait_for(reader.readline(), 10):
+            lines.append(json.loads(line))
+            if lines[-1].get("data_length"):
+                lines[-1]["data"] = json.loads(await reader.readexactly(lines[-1]["data_length"]))
+        writer.close()
+        return lines
+
+    huge = run(send_raw(b'{"type": "synthesize", "data_length": 999999999}\n'))
+    assert huge[-1]["type"] == "error" and huge[-1]["data"]["code"] == "BadEvent"
+    garbage = run(send_raw(b"this is not json\n"))
+    assert garbage[-1]["data"]["code"] == "BadEvent"
+    inline = run(send_raw(b'{"type": "describe", "data": {}}\n{"type": "ping", "data": {"text": "x"}}\n'
+                          b'{"type": "nonsense\n'))
+    assert [e["type"] for e in inline] == ["info", "pong", "error"]
+    assert run(synthesize(server.uri, "Fine.", voice="ryan")).audio
+
+
+def test_the_cli_client_against_the_server(server, tmp_path):
+    from wyoming_qwen3tts.engine.audio import read_wav
+    from wyoming_qwen3tts.say import main as say
+
+    out = tmp_path / "remote.wav"
+    assert say(["Hello over the wire.", "--uri", server.uri, "--voice", "ryan", "-o", str(out)]) == 0
+    assert say(["Hello over the wire.", "--uri", server.uri, "--voice", "ryan", "--stream",
+                "-o", str(tmp_path / "streamed.wav")]) == 0
+    samples, rate = read_wav(out)
+    assert rate == 24000 and samples.size == 24 * FRAME and np.abs(samples).max() > 0
+    assert np.array_equal(samples, read_wav(tmp_path / "streamed.wav")[0])
+    assert say(["Hi.", "--uri", server.uri, "--voice", "nobody", "-o", str(tmp_path / "x.wav")]) == 1

@@ -1,0 +1,126 @@
+"""wyoming-qwen3tts: the Wyoming text-to-speech server (also `python -m wyoming_qwen3tts`)."""
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+from functools import partial
+from pathlib import Path
+from urllib.parse import urlparse
+
+from wyoming.server import AsyncServer
+
+from .. import __version__
+from ..config import ConfigError, ServerConfig, apply_overrides, load_config
+from ..engine.devices import KV_PRECISIONS, PRECISIONS
+from ..engine.model import LoadedModel
+from ..engine.sampling import SamplingParams
+from ..engine.scheduler import Scheduler
+from ..model.prompt import VoiceRequest
+from .handler import Service, TtsHandler
+from .models import ModelSourceError, prepare_model
+from .voices import Catalogue, CatalogueError, build_info
+
+log = logging.getLogger("wyoming-qwen3tts")
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    """Flags default to None: a flag given overrides config.yaml, one not given keeps it."""
+    parser = argparse.ArgumentParser(prog="wyoming-qwen3tts", description=__doc__)
+    parser.add_argument("--config", type=Path, help="config.yaml (default: built-in defaults)")
+    parser.add_argument("--model", help="converted directory, Hugging Face checkpoint directory, or hub repo id")
+    parser.add_argument("--data-dir", help="where checkpoints and repo ids are converted and kept")
+    parser.add_argument("--weights", choices=("int8", "fp16", "fp32"), help="weight format of those conversions")
+    parser.add_argument("--uri", help="tcp://HOST:PORT, unix://PATH or stdio:// (default tcp://0.0.0.0:10200)")
+    parser.add_argument("--voice", help="default voice")
+    parser.add_argument("--device", help="OpenVINO device of every graph (CPU, GPU, NPU, AUTO)")
+    parser.add_argument("--threads", type=int, help="inference threads per graph")
+    parser.add_argument("--precision", choices=PRECISIONS)
+    parser.add_argument("--kv-precision", choices=KV_PRECISIONS)
+    parser.add_argument("--max-batch", type=int, help="requests generated together")
+    parser.add_argument("--greedy", action="store_true", default=None, help="greedy decoding (deterministic)")
+    parser.add_argument("--seed", type=int, help="seed for sampling")
+    parser.add_argument("--first-chunk", type=int, help="frames in a stream's first codec call")
+    parser.add_argument("--steady-chunk", type=int, help="frames per codec call after the first")
+    parser.add_argument("--samples-per-chunk", type=int, help="samples per Wyoming audio-chunk event")
+    parser.add_argument("--zeroconf", nargs="?", const="qwen3tts", help="announce over mDNS (optional name)")
+    parser.add_argument("--debug", action="store_true")
+    parser.add_argument("--version", action="version", version=__version__)
+    return parser.parse_args(argv)
+
+
+def build_service(config: ServerConfig) -> Service:
+    """Convert if needed, compile, start the engine, warm it up."""
+    model_dir = prepare_model(config.model.source, config.model.data_path, config.model.weights)
+    engine_config, dev = config.engine, config.devices
+    model = LoadedModel(model_dir, dev.talker, config.precision.inference, config.precision.kv_cache,
+                        chunks=(engine_config.first_chunk, engine_config.steady_chunk), threads=dev.threads,
+                        subcode_device=dev.subcode, decoder_device=dev.decoder)
+    catalogue = Catalogue(model.spec, config.voices, config.server.default_voice)
+    for problem in catalogue.errors:
+        log.warning("voice skipped: %s", problem)
+    params = SamplingParams.from_defaults(model.spec.generation, seed=config.server.seed)
+    params = params.greedy() if config.server.greedy else params
+    engine = Scheduler(model, engine_config, defaults=params).start()
+    entry, language = catalogue.resolve(None)
+    engine.submit(VoiceRequest("Hello.", language, entry.speaker, entry.instruct), params, max_frames=2).read_all(120)
+    log.info("warmed up; %d voices: %s", len(catalogue.voices), ", ".join(v.name for v in catalogue.voices))
+    server = config.server
+    return Service(engine, catalogue, build_info(catalogue, __version__), params, server.samples_per_chunk,
+                   server.max_text_chars, server.max_sentence_chars)
+
+
+async def serve(service: Service, uri: str, zeroconf_name: str | None) -> None:
+    server = AsyncServer.from_uri(uri)
+    if zeroconf_name:
+        await announce(uri, zeroconf_name)
+    log.info("ready on %s", uri)
+    await server.run(partial(TtsHandler, service))
+
+
+async def announce(uri: str, name: str) -> None:
+    """mDNS `_wyoming._tcp` with the machine's LAN address (the library detects it when the
+    server listens on every interface; 0.0.0.0 must never be advertised)."""
+    parsed = urlparse(uri)
+    if parsed.scheme != "tcp":
+        raise ConfigError(f"--zeroconf needs a tcp:// uri, not {uri}")
+    try:
+        from wyoming.zeroconf import HomeAssistantZeroconf
+    except ImportError:
+        raise ConfigError("--zeroconf needs the zeroconf package: pip install 'wyoming-qwen3tts[zeroconf]'") from None
+    host = parsed.hostname if parsed.hostname not in (None, "", "0.0.0.0", "::") else None
+    zeroconf = HomeAssistantZeroconf(port=parsed.port or 10200, name=name, host=host)
+    await zeroconf.register_server()
+    log.info("announced %s._wyoming._tcp.local. at %s:%s", name, zeroconf.host, zeroconf.port)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        config = apply_overrides(load_config(args.config), model=args.model, data_dir=args.data_dir,
+                                 weights=args.weights, device=args.device, threads=args.threads,
+                                 precision=args.precision, kv_precision=args.kv_precision, max_batch=args.max_batch,
+                                 first_chunk=args.first_chunk, steady_chunk=args.steady_chunk, uri=args.uri,
+                                 zeroconf=args.zeroconf, samples_per_chunk=args.samples_per_chunk,
+                                 greedy=args.greedy, seed=args.seed, voice=args.voice)
+        service = build_service(config)
+    except (ConfigError, ModelSourceError, CatalogueError, ValueError) as e:
+        log.error("%s", e)
+        return 2
+    try:
+        asyncio.run(serve(service, config.server.uri, config.server.zeroconf))
+    except ConfigError as e:
+        log.error("%s", e)
+        return 2
+    except KeyboardInterrupt:
+        pass
+    finally:
+        service.engine.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,55 @@
+"""`--model` to a converted directory: use a conversion as is, or convert a checkpoint
+directory or hub repo id once into the data dir and reuse it on every later start."""
+from __future__ import annotations
+
+import hashlib
+import logging
+import re
+from pathlib import Path
+
+from ..convert.manifest import MANIFEST, ConvertedModelError, read_converted
+
+log = logging.getLogger(__name__)
+
+_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+class ModelSourceError(ValueError):
+    """--model names nothing usable."""
+
+
+def conversion_dir(source: str, data_dir: Path, weights: str) -> Path:
+    """Where the conversion of `source` with these options lives in the data dir."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
+        return data_dir / "converted" / f"{path.resolve().name}-{digest}-{weights}"
+    if _REPO_ID.match(source):
+        return data_dir / "converted" / f"{source.replace('/', '--')}-{weights}"
+    raise ModelSourceError(f"--model {source}: neither a directory nor a hub repo id "
+                           f"(like Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice)")
+
+
+def prepare_model(source: str, data_dir: Path, weights: str = "int8") -> Path:
+    """A converted model directory for `source`, converting it first if needed."""
+    path = Path(source).expanduser()
+    if (path / MANIFEST).is_file():
+        return path  # already converted: qwen3tts-convert output
+    out = conversion_dir(source, data_dir, weights)
+    try:
+        read_converted(out)
+        log.info("using the conversion of %s in %s", source, out)
+        return out
+    except ConvertedModelError as e:
+        if out.exists():
+            log.warning("%s; converting again", e)
+    try:
+        from ..convert.pipeline import ConvertError, convert
+    except ImportError as e:
+        raise ModelSourceError(f"converting {source} needs the conversion extra: "
+                               f"pip install 'wyoming-qwen3tts[convert]' ({e})") from None
+    log.info("converting %s into %s (once; later starts reuse it)", source, out)
+    try:
+        return convert(str(path) if path.is_dir() else source, out, weights=weights, force=out.exists())
+    except ConvertError as e:
+        raise ModelSourceError(f"--model {source}: {e}") from None

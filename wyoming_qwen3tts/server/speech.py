@@ -1,0 +1,162 @@
+"""One response: sentences in, Wyoming audio events out, in order.
+
+Sentences are submitted to the engine a few ahead of the one being sent (sentence n+1
+generates while n streams out), and every engine chunk goes out as soon as it is decoded.
+A response always has exactly one audio-start and one audio-stop (Home Assistant's one-shot
+reader stops at the first audio-stop; its streaming reader takes the format from the first
+audio-start); a streaming response then ends with synthesize-stopped, after errors too.
+"""
+from __future__ import annotations
+
+import asyncio
+import collections
+import logging
+import time
+from collections.abc import Awaitable, Callable
+
+import numpy as np
+from wyoming.audio import AudioChunk, AudioStart, AudioStop
+from wyoming.error import Error
+from wyoming.event import Event
+from wyoming.tts import SynthesizeStopped
+
+from ..engine.audio import SAMPLE_RATE, to_int16
+from ..engine.stream import AudioStream, EngineBusy, EngineError, RequestTimeout
+
+log = logging.getLogger(__name__)
+
+WIDTH, CHANNELS = 2, 1
+LOOKAHEAD = 2  # sentences in the engine per response: the one being sent and the next
+
+
+class SpeechError(Exception):
+    """A failure to report to the client as an error event with a stable code."""
+
+    def __init__(self, text: str, code: str) -> None:
+        super().__init__(text)
+        self.code = code
+
+
+def error_code(error: Exception) -> str:
+    """The Wyoming error code of an exception: its own `code`, else a stable name."""
+    if isinstance(error, EngineBusy):
+        return "Busy"
+    if isinstance(error, RequestTimeout):
+        return "Timeout"
+    if isinstance(error, EngineError):
+        return "SynthesisFailed"
+    return getattr(error, "code", None) or ("BadRequest" if isinstance(error, ValueError) else "SynthesisFailed")
+
+
+class Speech:
+    """Feeds sentences to the engine and writes their audio as Wyoming events."""
+
+    def __init__(self, submit: Callable[[str], AudioStream], write: Callable[[Event], Awaitable[None]],
+                 samples_per_chunk: int, streaming: bool, label: str = "") -> None:
+        self._submit, self._write = submit, write
+        self._samples_per_chunk, self._streaming, self._label = samples_per_chunk, streaming, label
+        self._pending: collections.deque[str] = collections.deque()
+        self._inflight: collections.deque[AudioStream] = collections.deque()
+        self._changed = asyncio.Event()
+        self._closed = False
+        self._failed: SpeechError | None = None
+        self._started = False
+        self._samples = 0
+        self._t0 = time.monotonic()
+        self.first_audio_s: float | None = None
+
+    def add(self, sentence: str) -> None:
+        """Queue a sentence (ignored after a failure: the response is already an error)."""
+        if self._closed:
+            raise RuntimeError("add() after close()")
+        if self._failed is None:
+            self._pending.append(sentence)
+            self._top_up()
+            self._changed.set()
+
+    def close(self) -> None:
+        """No more sentences."""
+        self._closed = True
+        self._changed.set()
+
+    def fail(self, error: SpeechError) -> None:
+        """Turn the response into an error (e.g. a text-level problem found by the handler)."""
+        if self._failed is None:
+            self._failed = error
+            self._cancel_all()
+        self._changed.set()
+
+    def _top_up(self) -> None:
+        """Submit queued sentences while fewer than LOOKAHEAD are in the engine."""
+        while self._failed is None and self._pending and len(self._inflight) < LOOKAHEAD:
+            sentence = self._pending.popleft()
+            try:
+                self._inflight.append(self._submit(sentence))
+            except (EngineError, ValueError) as e:
+                self.fail(SpeechError(str(e), error_code(e)))
+
+    def _cancel_all(self) -> None:
+        self._pending.clear()
+        while self._inflight:
+            self._inflight.popleft().cancel()
+
+    async def run(self) -> None:
+        """Write the response; on cancellation (client gone) abort what is in the engine."""
+        try:
+            await self._speak()
+            if self._failed is None:
+                await self._write_start()
+                await self._write(AudioStop().event())
+            else:
+                if self._started:
+                    await self._write(AudioStop().event())
+                await self._write(Error(text=str(self._failed), code=self._failed.code).event())
+                log.warning("%s: %s (%s)", self._label, self._failed, self._failed.code)
+            if self._streaming:
+                while not self._closed:  # the client still sends text we will not speak
+                    self._changed.clear()
+                    await self._changed.wait()
+                await self._write(SynthesizeStopped().event())
+        finally:
+            self._cancel_all()
+        log.info("%s: %.2f s of audio, first after %s, done in %.2f s", self._label, self._samples / SAMPLE_RATE,
+                 "-" if self.first_audio_s is None else f"{self.first_audio_s:.3f} s", time.monotonic() - self._t0)
+
+    async def _speak(self) -> None:
+        while self._failed is None:
+            self._top_up()
+            if not self._inflight:
+                if self._closed and not self._pending:
+                    return
+                self._changed.clear()
+                await self._changed.wait()
+                continue
+            stream = self._inflight[0]
+            try:
+                async for chunk in stream:
+                    await self._write_pcm(chunk.pcm)
+            except EngineError as e:
+                self.fail(SpeechError(f"synthesis failed: {e}", error_code(e)))
+                return
+            if self._inflight and self._inflight[0] is stream:
+                self._inflight.popleft()
+
+    async def _write_start(self) -> None:
+        if not self._started:
+            self._started = True
+            await self._write(AudioStart(rate=SAMPLE_RATE, width=WIDTH, channels=CHANNELS).event())
+
+    async def _write_pcm(self, pcm: np.ndarray) -> None:
+        """Send PCM at once, in audio-chunk events of at most samples_per_chunk samples."""
+        if pcm.size == 0:
+            return
+        if self.first_audio_s is None:
+            self.first_audio_s = time.monotonic() - self._t0
+        await self._write_start()
+        samples = to_int16(pcm)
+        for begin in range(0, samples.size, self._samples_per_chunk):
+            part = samples[begin:begin + self._samples_per_chunk]
+            timestamp = self._samples * 1000 // SAMPLE_RATE
+            await self._write(AudioChunk(rate=SAMPLE_RATE, width=WIDTH, channels=CHANNELS, audio=part.tobytes(),
+                                         timestamp=timestamp).event())
+            self._samples += part.size
