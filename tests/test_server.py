@@ -266,3 +266,33 @@ def test_the_cli_client_against_the_server(server, tmp_path):
     assert rate == 24000 and samples.size == 24 * FRAME and np.abs(samples).max() > 0
     assert np.array_equal(samples, read_wav(tmp_path / "streamed.wav")[0])
     assert say(["Hi.", "--uri", server.uri, "--voice", "nobody", "-o", str(tmp_path / "x.wav")]) == 1
+
+
+class FakeZeroconf:
+    """Stands in for zeroconf's AsyncZeroconf: tests send no multicast traffic."""
+
+    registered: list = []
+
+    async def async_register_service(self, info) -> None:
+        FakeZeroconf.registered.append(info)
+
+
+def test_zeroconf_announces_a_real_address(monkeypatch):
+    import wyoming.zeroconf
+
+    from wyoming_qwen3tts.config import ConfigError
+    from wyoming_qwen3tts.server.app import announce
+
+    monkeypatch.setattr(wyoming.zeroconf, "AsyncZeroconf", FakeZeroconf)
+    asyncio.run(announce("tcp://192.168.1.20:10300", "kitchen"))
+    info = FakeZeroconf.registered[-1]
+    assert info.name == "kitchen._wyoming._tcp.local." and info.port == 10300
+    assert info.addresses == [socket.inet_aton("192.168.1.20")]
+    try:  # every interface: the library detects the LAN address (or there is none to detect here)
+        asyncio.run(announce("tcp://0.0.0.0:10200", "hall"))
+    except ConfigError as e:
+        assert "LAN address" in str(e)
+    else:
+        assert FakeZeroconf.registered[-1].addresses != [socket.inet_aton("0.0.0.0")]
+    with pytest.raises(ConfigError, match="tcp://"):
+        asyncio.run(announce("unix:///tmp/x.sock", "hall"))

@@ -90,7 +90,13 @@ async def announce(uri: str, name: str) -> None:
     except ImportError:
         raise ConfigError("--zeroconf needs the zeroconf package: pip install 'wyoming-qwen3tts[zeroconf]'") from None
     host = parsed.hostname if parsed.hostname not in (None, "", "0.0.0.0", "::") else None
-    zeroconf = HomeAssistantZeroconf(port=parsed.port or 10200, name=name, host=host)
+    try:
+        zeroconf = HomeAssistantZeroconf(port=parsed.port or 10200, name=name, host=host)
+    except OSError as e:  # no route to the mDNS group: the LAN address cannot be detected
+        raise ConfigError(f"--zeroconf: cannot detect this machine's LAN address ({e}); "
+                          f"listen on it explicitly: --uri tcp://<LAN address>:{parsed.port or 10200}") from None
+    if zeroconf.host in ("0.0.0.0", ""):
+        raise ConfigError("--zeroconf: refusing to announce 0.0.0.0; give --uri tcp://<LAN address>:PORT")
     await zeroconf.register_server()
     log.info("announced %s._wyoming._tcp.local. at %s:%s", name, zeroconf.host, zeroconf.port)
 

@@ -1,0 +1,67 @@
+"""`wyoming-qwen3tts` as a process: starts, serves, stops on SIGTERM; bad settings exit cleanly."""
+from __future__ import annotations
+
+import asyncio
+import signal
+import subprocess
+import sys
+import time
+
+from wyoming.client import AsyncClient
+from wyoming.info import Describe
+
+from wyoming_qwen3tts import __version__
+from wyoming_qwen3tts.client import synthesize
+from test_server import free_port
+
+
+def describe(uri: str) -> bool:
+    async def ask() -> bool:
+        async with AsyncClient.from_uri(uri, connect_timeout=1, read_timeout=5) as client:
+            await client.write_event(Describe().event())
+            return (await client.read_event()).type == "info"
+
+    try:
+        return asyncio.run(ask())
+    except OSError:
+        return False
+
+
+def test_the_server_process_serves_and_stops(converted_factory, tmp_path):
+    port = free_port()
+    uri = f"tcp://127.0.0.1:{port}"
+    config = tmp_path / "config.yaml"
+    config.write_text("engine:\n  max_frames: 12\nserver:\n  default_voice: ryan\n", encoding="utf-8")
+    proc = subprocess.Popen([sys.executable, "-m", "wyoming_qwen3tts", "--model",
+                             str(converted_factory("tiny", "custom_voice", "int8")), "--uri", uri, "--config",
+                             str(config), "--greedy", "--data-dir", str(tmp_path / "data")],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not describe(uri):
+            assert proc.poll() is None, proc.stdout.read()
+            assert time.monotonic() < deadline, "the server did not come up"
+            time.sleep(0.3)
+        reply = asyncio.run(synthesize(uri, "Hello from a process."))  # no voice: the configured default
+        assert len(reply.audio) == 12 * 1920 * 2
+        proc.send_signal(signal.SIGTERM)
+        assert proc.wait(30) == 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    log = proc.stdout.read()
+    assert "voice ryan" in log and "ready on" in log
+
+
+def test_version_and_bad_settings(tmp_path):
+    version = subprocess.run([sys.executable, "-m", "wyoming_qwen3tts", "--version"], capture_output=True, text=True)
+    assert version.returncode == 0 and version.stdout.strip() == __version__
+    bad = tmp_path / "config.yaml"
+    bad.write_text("engine:\n  max_batchh: 4\n", encoding="utf-8")
+    run = subprocess.run([sys.executable, "-m", "wyoming_qwen3tts", "--config", str(bad)], capture_output=True,
+                         text=True, timeout=60)
+    assert run.returncode == 2 and "engine.max_batchh: unknown key" in run.stderr
+    run = subprocess.run([sys.executable, "-m", "wyoming_qwen3tts", "--model", str(tmp_path / "nothing-here")],
+                         capture_output=True, text=True, timeout=60)
+    assert run.returncode == 2 and "neither a directory nor a hub repo id" in run.stderr
