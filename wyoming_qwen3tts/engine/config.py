@@ -1,7 +1,7 @@
 """Engine settings: batching, KV pool, admission queue, runaway guards, timeouts, codec schedule.
 
-These are the `engine:` and `streaming:` sections of config.yaml; every field has the
-default a 2-core CPU serving a few satellites should use.
+This is the `engine:` section of config.yaml (which documents every field; a test keeps
+the two in step); the defaults suit a 2-core CPU serving a few satellites.
 """
 from __future__ import annotations
 
