@@ -1,0 +1,142 @@
+"""qwen3tts-bench: time to first audio, RTF, throughput and memory of our engine, side by side
+with the official PyTorch implementation on the same checkpoint and text, against this
+machine's memory-bandwidth bound. Writes JSON (every figure), markdown and a PNG plot."""
+from __future__ import annotations
+
+import argparse
+import json
+import logging
+import os
+import secrets
+import shlex
+import sys
+import time
+from datetime import datetime, timezone
+from pathlib import Path
+
+from ..convert.pipeline import convert
+from ..model.synthetic.presets import PRESETS
+from ..model.synthetic.writer import write_checkpoint
+from .limits import frame_bound, graph_reads, read_bandwidth
+from .machine import machine, versions
+from .official import bench_official
+from .process import run_isolated, setup_logging
+from .report import Report, compare, markdown, plot, write_json
+from .scenarios import EngineSetup, Workload, bench_ours
+
+log = logging.getLogger("qwen3tts-bench")
+
+TEXT = "Good evening! The living room lights are off, the front door is locked, and tomorrow will be sunny."
+VARIANT = "custom_voice"
+
+
+def _levels(text: str) -> list[int]:
+    levels = sorted({int(x) for x in text.split(",")})
+    if not levels or levels[0] < 1 or 1 not in levels:
+        raise argparse.ArgumentTypeError("concurrency levels must be positive and include 1 (the one-stream figures)")
+    return levels
+
+
+def parse_args(argv: list[str] | None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="qwen3tts-bench", description=__doc__)
+    parser.add_argument("--preset", choices=sorted(PRESETS), default="0.6b", help="synthetic checkpoint size")
+    parser.add_argument("--work-dir", type=Path, default=Path.home() / ".cache" / "wyoming-qwen3tts" / "bench",
+                        help="where the synthetic checkpoint and its INT8 conversion are made once and reused")
+    parser.add_argument("--checkpoint", type=Path, help="an existing checkpoint directory instead of the work dir's")
+    parser.add_argument("--converted", type=Path, help="its existing INT8 conversion instead of the work dir's")
+    parser.add_argument("-o", "--out", type=Path, default=Path("bench-results"),
+                        help="writes bench-PRESET.json, .md and .png here")
+    parser.add_argument("--frames", type=int, default=40, help="frames per request (80 ms each), EOS held off")
+    parser.add_argument("--runs", type=int, default=3, help="runs per scenario (figures: median, min, max)")
+    parser.add_argument("--streams", type=_levels, default=[1, 2, 4, 8], help="concurrency levels, e.g. 1,2,4,8")
+    parser.add_argument("--probe-frames", type=int, default=8,
+                        help="frames of the official dtype probe (each of float32 and bfloat16)")
+    parser.add_argument("--text", default=TEXT)
+    parser.add_argument("--speaker", default="ryan")
+    parser.add_argument("--language", default="english")
+    parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
+                        help="inference threads of each implementation")
+    parser.add_argument("--precision", choices=("f32", "bf16", "f16"), default="f32", help="our compute precision")
+    parser.add_argument("--bandwidth-mb", type=int, default=1024, help="buffer read to measure bandwidth")
+    parser.add_argument("--debug", action="store_true")
+    args = parser.parse_args(argv)
+    if args.frames < 2 or args.runs < 1 or args.probe_frames < 1:
+        parser.error("--frames must be >= 2, --runs and --probe-frames >= 1")
+    return args
+
+
+def _write_checkpoint(out: Path, preset: str) -> Path:
+    """A synthetic checkpoint, written aside and renamed into place (never half-written)."""
+    work = out.with_name(f"{out.name}.partial-{secrets.token_hex(4)}")
+    write_checkpoint(work, preset, VARIANT)
+    os.rename(work, out)
+    return out
+
+
+def prepare(args: argparse.Namespace) -> tuple[Path, Path]:
+    """The checkpoint and its INT8 conversion: given, found in the work dir, or made there."""
+    checkpoint = args.checkpoint or args.work_dir / f"{args.preset}-{VARIANT}"
+    converted = args.converted or args.work_dir / f"{args.preset}-{VARIANT}-int8"
+    if not (checkpoint / "config.json").is_file():
+        if args.checkpoint:
+            raise SystemExit(f"{checkpoint} is not a checkpoint directory")
+        log.info("writing the synthetic %s checkpoint to %s", args.preset, checkpoint)
+        checkpoint.parent.mkdir(parents=True, exist_ok=True)
+        run_isolated(_write_checkpoint, checkpoint, args.preset)
+    if not (converted / "manifest.json").is_file():
+        if args.converted:
+            raise SystemExit(f"{converted} is not a converted model directory")
+        log.info("converting %s to INT8 in %s", checkpoint, converted)
+        run_isolated(convert, checkpoint, converted, weights="int8")
+    return checkpoint, converted
+
+
+def _model_facts(checkpoint: Path, converted: Path) -> dict[str, object]:
+    manifest = json.loads((converted / "manifest.json").read_text(encoding="utf-8"))
+    return {"checkpoint": str(checkpoint), "converted": str(converted), "converted_created": manifest["created"],
+            "converted_by": manifest["package_version"], "options": manifest["options"],
+            "graphs": {name: g["weights"] for name, g in manifest["graphs"].items()}}
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_logging(logging.DEBUG if args.debug else logging.INFO)
+    start = time.perf_counter()
+    checkpoint, converted = prepare(args)
+    work = Workload(args.text, args.speaker, args.language, args.frames, args.runs)
+    setup = EngineSetup(precision=args.precision, threads=args.threads)
+
+    bandwidth = read_bandwidth(args.bandwidth_mb)
+    log.info("read bandwidth: %s GB/s", ", ".join(f"{n} thread(s) {s.text()}" for n, s in bandwidth.gb_per_s.items()))
+    ours = run_isolated(bench_ours, converted, work, args.streams, setup)
+    official = run_isolated(bench_official, checkpoint, work, args.probe_frames, args.threads)
+
+    facts = _model_facts(checkpoint, converted)
+    steady = f"codec_steady_{setup.steady_chunk}"
+    reads = {name: graph_reads(converted / f"{graph}.xml", graph, facts["graphs"][graph], frames)
+             for name, graph, frames in (("talker", "talker", 1), ("subcode", "subcode", 1),
+                                         ("codec", steady, setup.steady_chunk))}
+    kv_per_frame = ours.kv_block_mb * 2**20 / ours.block_size * (ours.prompt_tokens + args.frames / 2)
+    one = next(level for level in ours.levels if level.streams == 1)
+    bound = frame_bound(reads, kv_per_frame, bandwidth.best,
+                        {name: one.per_frame_ms[name].median for name in reads})
+    mb_per_frame = {name: {p: r.bytes_per_frame(p) / 1e6 for p in r.precisions} for name, r in reads.items()}
+    report = Report(
+        preset=args.preset, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        command=shlex.join(["qwen3tts-bench", *(sys.argv[1:] if argv is None else argv)]),
+        wall_s=time.perf_counter() - start, machine=machine(), versions=versions(), model=facts, workload=work,
+        bandwidth=bandwidth, reads=reads, mb_per_frame=mb_per_frame, bound=bound, ours=ours, official=official,
+        ratios=compare(ours, official))
+
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / f"bench-{args.preset}"
+    write_json(report, stem.with_suffix(".json"))
+    (stem.with_suffix(".md")).write_text(markdown(report) + "\n", encoding="utf-8")
+    plot(report, stem.with_suffix(".png"))
+    print(markdown(report))
+    log.info("wrote %s.{json,md,png} in %.1f min", stem, report.wall_s / 60)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

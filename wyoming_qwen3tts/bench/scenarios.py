@@ -1,0 +1,165 @@
+"""Our engine under load: one stream and several concurrent ones, every request exactly
+`frames` frames long (EOS held off), through the real scheduler with streaming audio."""
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..engine.audio import SAMPLE_RATE
+from ..engine.config import EngineConfig
+from ..engine.model import LoadedModel
+from ..engine.runner import StepTimes
+from ..engine.sampling import SamplingParams
+from ..engine.scheduler import Scheduler
+from ..engine.metrics import EngineMetrics
+from ..model.prompt import VoiceRequest
+from .process import peak_rss_mb, rss_mb
+from .stats import Spread, percentile
+
+log = logging.getLogger(__name__)
+
+FRAME_S = 0.08  # audio per frame: 1920 samples at 24 kHz (12.5 frames/s is real time)
+PARTS = ("talker", "subcode", "codec", "host")  # where a step's time goes (StepTimes fields)
+
+
+@dataclass(frozen=True)
+class Workload:
+    """What every request says, and how it is generated."""
+
+    text: str
+    speaker: str
+    language: str
+    frames: int  # per request, exactly (EOS held off, frame cap = frames)
+    runs: int  # per scenario
+
+    @property
+    def audio_s(self) -> float:
+        return self.frames * FRAME_S
+
+
+@dataclass(frozen=True)
+class EngineSetup:
+    precision: str = "f32"
+    kv_precision: str = "u8"
+    threads: int | None = None  # inference threads per graph (None: every core)
+    first_chunk: int = 1
+    steady_chunk: int = 8
+
+
+@dataclass
+class LevelResult:
+    """`streams` requests submitted together, `runs` times."""
+
+    streams: int
+    aggregate_fps: Spread  # frames of every stream / wall time, over runs
+    ttfa_p50_s: Spread  # over runs
+    ttfa_p90_s: Spread
+    ttfa_s: list[float]  # every request of every run: the distribution
+    rtf: Spread  # per request (time / audio duration), every request of every run
+    per_frame_ms: dict[str, Spread]  # PARTS and "total": step time per generated frame, over runs
+    step_ms: Spread  # one engine step (one talker call for all streams), over runs
+    blocks_used: int  # most KV blocks in use during the runs
+
+
+@dataclass
+class OursResult:
+    model_dir: str
+    setup: EngineSetup
+    load_s: float
+    rss_loaded_mb: float  # after compiling every graph
+    peak_rss_mb: float  # over the whole run
+    prompt_tokens: int
+    blocks_total: int
+    block_size: int  # tokens per KV block
+    kv_block_mb: float
+    levels: list[LevelResult]
+
+
+@dataclass
+class _Run:
+    wall_s: float
+    ttfa_s: list[float]
+    rtf: list[float]
+    times: StepTimes  # this run's share
+    frames: int
+    blocks_used: int
+
+
+def _delta(after: StepTimes, before: StepTimes) -> StepTimes:
+    return StepTimes(after.steps - before.steps, *(getattr(after, f"{p}_s") - getattr(before, f"{p}_s")
+                                                   for p in PARTS))
+
+
+def _settled(engine: Scheduler, requests_done: int, timeout: float = 30.0) -> EngineMetrics:
+    """Metrics once the engine has published the end of every request of a run."""
+    deadline = time.monotonic() + timeout
+    while True:
+        metrics = engine.metrics()
+        if metrics.requests_done >= requests_done and metrics.active == 0:
+            return metrics
+        if time.monotonic() > deadline:
+            raise RuntimeError(f"the engine did not publish the end of its requests within {timeout} s")
+        time.sleep(0.001)
+
+
+def _one_run(engine: Scheduler, voice: VoiceRequest, work: Workload, streams: int, seed: int) -> _Run:
+    gen = engine.model.spec.generation
+    before = engine.metrics()
+    start = time.perf_counter()
+    handles = [engine.submit(voice, SamplingParams.from_defaults(gen, min_frames=work.frames, seed=seed + i),
+                             max_frames=work.frames) for i in range(streams)]
+    blocks = 0
+    for _ in handles[0]:  # sample the pool while the first stream plays
+        blocks = max(blocks, engine.metrics().blocks_used)
+    for handle in handles[1:]:
+        handle.read_all()
+    wall = time.perf_counter() - start
+    after = _settled(engine, before.requests_done + streams)
+    results = [h.result for h in handles]
+    for r in results:
+        if r.frames != work.frames or r.reason != "length":
+            raise RuntimeError(f"a request ended with {r.frames} frames ({r.reason}); expected exactly "
+                               f"{work.frames}: EOS must be held off and the frame cap must not cut it")
+    return _Run(wall, [r.ttfa_s for r in results], [r.total_s / (r.samples / SAMPLE_RATE) for r in results],
+                _delta(after.times, before.times), streams * work.frames, blocks)
+
+
+def _level(engine: Scheduler, voice: VoiceRequest, work: Workload, streams: int) -> LevelResult:
+    runs = [_one_run(engine, voice, work, streams, seed=1000 * r) for r in range(work.runs)]
+    per_frame = {p: Spread.of(getattr(r.times, f"{p}_s") / r.frames for r in runs).scaled(1e3) for p in PARTS}
+    per_frame["total"] = Spread.of(sum(getattr(r.times, f"{p}_s") for p in PARTS) / r.frames
+                                   for r in runs).scaled(1e3)
+    level = LevelResult(
+        streams=streams,
+        aggregate_fps=Spread.of(r.frames / r.wall_s for r in runs),
+        ttfa_p50_s=Spread.of(percentile(r.ttfa_s, 50) for r in runs),
+        ttfa_p90_s=Spread.of(percentile(r.ttfa_s, 90) for r in runs),
+        ttfa_s=[t for r in runs for t in r.ttfa_s],
+        rtf=Spread.of(x for r in runs for x in r.rtf),
+        per_frame_ms=per_frame,
+        step_ms=Spread.of(sum(getattr(r.times, f"{p}_s") for p in PARTS) / r.times.steps for r in runs).scaled(1e3),
+        blocks_used=max(r.blocks_used for r in runs))
+    log.info("ours, %d stream(s): %s frames/s, first audio p50 %s ms, %.1f ms per frame", streams,
+             level.aggregate_fps.text(), level.ttfa_p50_s.scaled(1e3).text(".0f"), per_frame["total"].median)
+    return level
+
+
+def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: EngineSetup) -> OursResult:
+    """Load the converted model, warm up, then each concurrency level `work.runs` times."""
+    start = time.perf_counter()
+    model = LoadedModel(model_dir, precision=setup.precision, kv_precision=setup.kv_precision,
+                        chunks=(setup.first_chunk, setup.steady_chunk), threads=setup.threads)
+    load_s = time.perf_counter() - start
+    loaded = rss_mb()
+    config = EngineConfig(max_batch=max(levels), max_queue=max(levels), min_frames=work.frames,
+                          max_frames=work.frames, first_chunk=setup.first_chunk, steady_chunk=setup.steady_chunk)
+    voice = VoiceRequest(work.text, work.language, work.speaker)
+    with Scheduler(model, config) as engine:
+        warm_up = Workload(work.text, work.speaker, work.language, min(work.frames, setup.steady_chunk + 2), 1)
+        _one_run(engine, voice, warm_up, 1, seed=1)  # first inferences allocate and pick kernels
+        results = [_level(engine, voice, work, n) for n in levels]
+        metrics = engine.metrics()
+    return OursResult(str(model_dir), setup, load_s, loaded, peak_rss_mb(), len(model.prompt(voice)),
+                      metrics.blocks_total, model.block_size, model.kv_block_bytes / 2**20, results)
