@@ -32,6 +32,9 @@ def test_talker_logit_rules():
     later = process_talker_logits(z, np.array([], np.int64), step=5, penalty=1.05, eos=2150, vocab_size=3072)
     assert later[2150] == z[2150] and np.isinf(np.delete(later[2048:], 2150 - 2048)).all()
     assert int(np.argmax(later)) == 2150
+    held = process_talker_logits(z, np.array([], np.int64), step=5, penalty=1.0, eos=2150, vocab_size=3072,
+                                 min_frames=6)
+    assert held[2150] == -np.inf  # benchmarks hold EOS off
 
 
 def test_sampling_rule():

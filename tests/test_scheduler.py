@@ -150,6 +150,9 @@ def test_random_submit_abort_cycles_leak_no_block(model):
     metrics = sched.metrics()
     assert metrics.blocks_used == 0 and metrics.active == 0 and metrics.queue_depth == 0
     assert metrics.ends.get("aborted", 0) > 10 and metrics.ends.get("eos", 0) + metrics.ends.get("length", 0) > 10
+    times = metrics.times
+    assert times.steps > 50 and min(times.talker_s, times.subcode_s, times.codec_s, times.host_s) > 0
+    assert metrics.frames_total > 0 and metrics.requests_done >= metrics.ends["aborted"]
 
 
 def test_a_small_pool_serves_everyone_in_admission_order(model):
@@ -254,3 +257,22 @@ def test_close_aborts_what_is_left(model):
     with pytest.raises(EngineError, match="shutting down"):
         sched.submit(VoiceRequest("Hi.", "english", "ryan"))
     assert_pool_full(sched)
+
+
+def test_an_async_reader_whose_loop_closes_does_not_stop_the_engine(model):
+    with Scheduler(model, EngineConfig(kv_blocks=32, max_frames=30, min_frames=30, steady_chunk=8)) as sched:
+        bystander = sched.submit(VoiceRequest("A bystander.", "english", "vivian"), params_for(model, None))
+
+        async def leave_after_one_chunk() -> None:
+            async for _ in sched.submit(VoiceRequest("Hello there, how are you?", "english", "ryan"),
+                                        params_for(model, None)):
+                break  # gives up without cancel(); its loop then closes
+
+        asyncio.run(leave_after_one_chunk())
+        assert bystander.read_all(timeout=60).size > 0
+        later = sched.submit(VoiceRequest("Anyone there?", "english", "ryan"), params_for(model, None), max_frames=3)
+        assert later.read_all(timeout=60).size == 3 * 1920
+        deadline = time.monotonic() + 30
+        while sched.metrics().blocks_used and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert sched.metrics().ends.get("aborted") == 1 and sched.metrics().blocks_used == 0

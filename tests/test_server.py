@@ -203,12 +203,17 @@ def test_text_too_long_is_a_clear_error(server):
     assert error.value.code == "TextTooLong"
 
 
-def wait_until_idle(engine, timeout: float = 10.0) -> None:
-    deadline = time.monotonic() + timeout
+def wait_until_idle(engine, aborted_at_least: int = 0, timeout: float = 20.0) -> None:
+    """Idle for a while (a response between two sentences is idle for an instant)."""
+    deadline, quiet_since = time.monotonic() + timeout, None
     while time.monotonic() < deadline:
         m = engine.metrics()
-        if m.active == 0 and m.queue_depth == 0 and m.blocks_used == 0:
-            return
+        if m.active == 0 and m.queue_depth == 0 and m.blocks_used == 0 and m.ends.get("aborted", 0) >= aborted_at_least:
+            quiet_since = quiet_since or time.monotonic()
+            if time.monotonic() - quiet_since > 0.5:
+                return
+        else:
+            quiet_since = None
         time.sleep(0.02)
     raise AssertionError(f"the engine did not go idle: {engine.metrics()}")
 
@@ -226,8 +231,7 @@ def test_disconnect_mid_stream_frees_the_blocks(server):
         # the connection closes here, mid-stream
 
     run(vanish())
-    wait_until_idle(engine)
-    assert engine.metrics().ends.get("aborted", 0) > aborted_before
+    wait_until_idle(engine, aborted_at_least=aborted_before + 1)
     assert run(synthesize(server.uri, "Still working?", voice="ryan")).audio
 
 
@@ -296,3 +300,96 @@ def test_zeroconf_announces_a_real_address(monkeypatch):
         assert FakeZeroconf.registered[-1].addresses != [socket.inet_aton("0.0.0.0")]
     with pytest.raises(ConfigError, match="tcp://"):
         asyncio.run(announce("unix:///tmp/x.sock", "hall"))
+
+
+def test_a_queued_response_of_a_client_that_leaves_never_runs(server):
+    engine = server.service.engine
+    before = engine.metrics()
+
+    async def leave_early() -> None:
+        async with AsyncClient.from_uri(server.uri) as client:
+            await client.write_event(Synthesize(text=THREE).event())
+            await client.write_event(Synthesize(text=THREE).event())  # queued behind the first
+            while (await client.read_event()).type != "audio-chunk":
+                pass
+
+    run(leave_early())
+    wait_until_idle(engine, aborted_at_least=before.ends.get("aborted", 0) + 1)
+    after = engine.metrics()
+    ran = after.requests_done - before.requests_done
+    aborted = after.ends.get("aborted", 0) - before.ends.get("aborted", 0)
+    assert ran <= 3 and aborted >= 1  # only the first response's sentences ever reached the engine
+
+
+def test_one_connection_cannot_flood_the_engine(server):
+    engine = server.service.engine
+
+    async def flood() -> tuple[int, Reply]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        body = json.dumps({"text": THREE}).encode()
+        for _ in range(40):  # pipelined requests, never reading the replies
+            writer.write(json.dumps({"type": "synthesize", "data_length": len(body)}).encode() + b"\n" + body)
+        await writer.drain()
+        await asyncio.sleep(0.5)
+        m = engine.metrics()
+        other = await synthesize(server.uri, "Another satellite.", voice="ryan")
+        writer.close()
+        return m.active + m.queue_depth, other
+
+    in_engine, other = run(flood())
+    assert in_engine <= 2  # the response being written, and its next sentence
+    assert len(other.audio) == 24 * FRAME * 2
+    wait_until_idle(engine)
+
+
+def test_a_client_that_half_closes_still_gets_its_audio(server):
+    sock = socket.create_connection(("127.0.0.1", server.port))
+    body = json.dumps({"text": "Hello there. How are you?", "voice": {"name": "ryan"}}).encode()
+    sock.sendall(json.dumps({"type": "synthesize", "data_length": len(body)}).encode() + b"\n" + body)
+    sock.shutdown(socket.SHUT_WR)  # like `printf ... | nc -N host 10200`
+    sock.settimeout(60)
+    received = b""
+    while chunk := sock.recv(65536):
+        received += chunk
+    sock.close()
+    types, at = [], 0
+    while at < len(received):  # header line, then data and payload bytes
+        end = received.index(b"\n", at)
+        header = json.loads(received[at:end])
+        types.append(header["type"])
+        at = end + 1 + header.get("data_length", 0) + header.get("payload_length", 0)
+    assert types[0] == "audio-start" and types[-1] == "audio-stop" and types.count("audio-chunk") >= 2
+
+
+def test_a_failure_mid_answer_is_reported_before_the_audio_stop(server, monkeypatch):
+    from wyoming_qwen3tts.engine.stream import EngineBusy
+
+    engine = server.service.engine
+    real, calls = engine.submit, []
+
+    def third_fails(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 3:
+            raise EngineBusy("busy: try again later")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(engine, "submit", third_fails)
+    with pytest.raises(ClientError) as error:  # a reader that stops at audio-stop still sees the error
+        run(synthesize(server.uri, THREE, voice="ryan"))
+    assert error.value.code == "Busy" and len(calls) == 3
+
+
+def test_deeply_nested_json_is_a_bad_event(server):
+    async def send() -> list[dict]:
+        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
+        writer.write(b"[" * 30000 + b"\n")
+        await writer.drain()
+        lines = []
+        while line := await asyncio.wait_for(reader.readline(), 10):
+            lines.append(json.loads(line))
+            if lines[-1].get("data_length"):
+                lines[-1]["data"] = json.loads(await reader.readexactly(lines[-1]["data_length"]))
+        writer.close()
+        return lines
+
+    assert run(send())[-1]["data"]["code"] == "BadEvent"

@@ -9,6 +9,7 @@ import time
 
 from wyoming.client import AsyncClient
 from wyoming.info import Describe
+from wyoming.tts import SynthesizeChunk, SynthesizeStart
 
 from wyoming_qwen3tts import __version__
 from wyoming_qwen3tts.client import synthesize
@@ -44,14 +45,25 @@ def test_the_server_process_serves_and_stops(converted_factory, tmp_path):
             time.sleep(0.3)
         reply = asyncio.run(synthesize(uri, "Hello from a process."))  # no voice: the configured default
         assert len(reply.audio) == 12 * 1920 * 2
-        proc.send_signal(signal.SIGTERM)
+
+        async def stop_while_speaking() -> None:
+            async with AsyncClient.from_uri(uri, read_timeout=30) as client:
+                await client.write_event(SynthesizeStart().event())
+                await client.write_event(SynthesizeChunk(text="One. Two. Three. Four. Five. Six.").event())
+                while (await client.read_event()).type != "audio-chunk":
+                    pass
+                proc.send_signal(signal.SIGTERM)
+                while await client.read_event() is not None:  # the server ends the connection
+                    pass
+
+        asyncio.run(stop_while_speaking())
         assert proc.wait(30) == 0
     finally:
         if proc.poll() is None:
             proc.kill()
             proc.wait()
     log = proc.stdout.read()
-    assert "voice ryan" in log and "ready on" in log
+    assert "voice ryan" in log and "ready on" in log and "Traceback" not in log
 
 
 def test_version_and_bad_settings(tmp_path):

@@ -116,7 +116,7 @@ def local(args: argparse.Namespace) -> int:
     model = LoadedModel(args.model, args.device, args.precision, args.kv_precision, chunks=chunks,
                         threads=args.threads)
     config = EngineConfig(max_batch=max(1, len(args.all_texts)), max_queue=max(1, len(args.all_texts)),
-                          first_chunk=args.first_chunk, steady_chunk=args.steady_chunk)
+                          first_chunk=args.first_chunk, steady_chunk=args.steady_chunk, request_timeout=0)
     schedule = ChunkSchedule(args.first_chunk, args.steady_chunk, args.offline)
     loaded = time.perf_counter()
     streams: list[AudioStream] = []

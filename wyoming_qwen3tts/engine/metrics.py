@@ -2,10 +2,12 @@
 from __future__ import annotations
 
 import collections
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
+from .runner import StepTimes
 from .stream import StreamResult
 
 WINDOW_S = 10.0  # frames/s is measured over this much recent time
@@ -19,13 +21,14 @@ class EngineMetrics:
     blocks_used: int
     blocks_free: int
     blocks_total: int
-    frames_per_s: float  # aggregate over every sequence, recent window
-    step_ms: float  # median step time, recent window
+    frames_per_s: float  # frames of every sequence per second of step time (busy time), last WINDOW_S
+    step_ms: float  # median step time, last WINDOW_S (0 when idle that long)
     frames_total: int
     requests_done: int
     ttfa_p50_s: float | None  # time to first audio, recent requests
     ttfa_p90_s: float | None
     ends: dict[str, int]  # how requests ended: eos, length, timeout, aborted, error
+    times: StepTimes  # inference per graph and host time, summed over every step so far
 
 
 class MetricsWindow:
@@ -50,7 +53,9 @@ class MetricsWindow:
         if result.ttfa_s is not None:
             self._ttfa.append(result.ttfa_s)
 
-    def snapshot(self, **state: int) -> EngineMetrics:
+    def snapshot(self, times: StepTimes, **state: int) -> EngineMetrics:
+        while self._steps and self._steps[0][0] < time.monotonic() - WINDOW_S:
+            self._steps.popleft()
         busy = sum(s for _, _, s in self._steps)
         frames = sum(f for _, f, _ in self._steps)
         ttfa = np.array(self._ttfa) if self._ttfa else None
@@ -60,4 +65,4 @@ class MetricsWindow:
             frames_total=self.frames_total, requests_done=self.requests_done,
             ttfa_p50_s=None if ttfa is None else float(np.percentile(ttfa, 50)),
             ttfa_p90_s=None if ttfa is None else float(np.percentile(ttfa, 90)),
-            ends=dict(self.ends), **state)
+            ends=dict(self.ends), times=times, **state)

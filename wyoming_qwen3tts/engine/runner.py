@@ -7,6 +7,7 @@ timeouts, aborts) sits above it.
 from __future__ import annotations
 
 import logging
+import time
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -31,6 +32,18 @@ class ChunkSchedule:
     first: int = 1
     steady: int = 8
     offline: bool = False
+
+
+@dataclass
+class StepTimes:
+    """Where step time goes, summed since the runner started: inference of each graph, and
+    the host's share (sampling, embeddings, bookkeeping), which the native runner targets."""
+
+    steps: int = 0
+    talker_s: float = 0.0
+    subcode_s: float = 0.0
+    codec_s: float = 0.0
+    host_s: float = 0.0
 
 
 @dataclass
@@ -89,6 +102,7 @@ class Runner:
                 self._talker.set_tensor(name, ov.Tensor(port.get_element_type(), shape))
         self.active: list[Sequence] = []
         self._next_id = 0
+        self.times = StepTimes()
 
     @property
     def capacity_tokens(self) -> int:
@@ -133,6 +147,8 @@ class Runner:
 
     def step(self) -> list[Sequence]:
         """Advance every active sequence by one frame; returns those that finished."""
+        start, t = time.perf_counter(), self.times
+        inference = t.talker_s + t.subcode_s + t.codec_s
         batch = [s for s in self.active if not s.finished]
         if batch:
             sampled, logits, hidden = self._run_talker(batch)
@@ -143,6 +159,8 @@ class Runner:
             self._decode_ready(self.active)
         done = [s for s in self.active if s.finished]
         self.active = [s for s in self.active if not s.finished]
+        t.steps += 1
+        t.host_s += time.perf_counter() - start - (t.talker_s + t.subcode_s + t.codec_s - inference)
         return done
 
     def _next_chunk(self, seq: Sequence) -> tuple[int, np.ndarray] | None:
@@ -168,7 +186,9 @@ class Runner:
             if not due:
                 return
             for size, items in due.items():
+                begin = time.perf_counter()
                 pcms = self.model.streaming.decode([s.codec for s, _ in items], [c for _, c in items], size)
+                self.times.codec_s += time.perf_counter() - begin
                 for (seq, _), pcm in zip(items, pcms):
                     seq.audio.append(pcm)
         raise AssertionError("codec decoding did not converge")
@@ -193,7 +213,9 @@ class Runner:
             "max_context_len": np.array(max(s.cached + n for s, n in zip(batch, counts)), np.int32),
             "sample_rows": rows.astype(np.int64),
         }
+        begin = time.perf_counter()
         out = self._talker.infer(inputs)
+        self.times.talker_s += time.perf_counter() - begin
         for s, n, done in zip(batch, counts, last):
             s.cached += n
             s.pending = None if done else s.pending[n:]
@@ -207,7 +229,7 @@ class Runner:
             p = seq.params
             history = np.array([f[0] for f in seq.frames], np.int64)
             z = process_talker_logits(logits[row], history, len(seq.frames), p.repetition_penalty,
-                                      spec.codec_ids.eos, spec.talker.vocab_size)
+                                      spec.codec_ids.eos, spec.talker.vocab_size, p.min_frames)
             uniform = seq.rng.random()
             code = sample_row(z, p.temperature, p.top_k, p.top_p, uniform) if p.do_sample else int(np.argmax(z))
             if code == spec.codec_ids.eos:
@@ -220,7 +242,7 @@ class Runner:
     def _run_subcode(self, rows: list[int], hidden: np.ndarray, batch: list[Sequence]) -> None:
         seqs = [batch[r] for r in rows]
         sampled = [s.params.subtalker_do_sample for s in seqs]
-        out = self._subcode.infer({
+        inputs = {
             "hidden": hidden[rows].astype(np.float32),
             "code0": np.array([s.frames[-1][0] for s in seqs], np.int64),
             "temperature": np.array([s.params.subtalker_temperature if d else 0.0 for s, d in zip(seqs, sampled)],
@@ -228,7 +250,10 @@ class Runner:
             "top_k": np.array([s.params.subtalker_top_k for s in seqs], np.int64),
             "top_p": np.array([s.params.subtalker_top_p for s in seqs], np.float32),
             "uniform": np.stack([s.rng.random(SUBCODE_STEPS) for s in seqs]).astype(np.float32),
-        })
+        }
+        begin = time.perf_counter()
+        out = self._subcode.infer(inputs)
+        self.times.subcode_s += time.perf_counter() - begin
         for i, seq in enumerate(seqs):
             seq.frames[-1][1:] = out["codes"][i]
             t = len(seq.frames) - 1  # this frame's index; its embedding carries trailing text t

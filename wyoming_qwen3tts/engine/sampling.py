@@ -25,6 +25,7 @@ class SamplingParams(GenerationDefaults):
     """The checkpoint's generation defaults, overridable per request, plus a seed."""
 
     seed: int | None = None
+    min_frames: int = MIN_NEW_TOKENS  # EOS is masked before this many frames (benchmarks hold it off)
 
     @classmethod
     def from_defaults(cls, gen: GenerationDefaults, **overrides: Any) -> "SamplingParams":
@@ -50,14 +51,14 @@ class SamplingParams(GenerationDefaults):
 
 
 def process_talker_logits(logits: np.ndarray, generated: np.ndarray, step: int, penalty: float,
-                          eos: int, vocab_size: int) -> np.ndarray:
+                          eos: int, vocab_size: int, min_frames: int = MIN_NEW_TOKENS) -> np.ndarray:
     """Penalty → EOS masking → suppression, on a copy of one row of talker logits [V]."""
     z = logits.astype(np.float32, copy=True)
     if penalty != 1.0 and generated.size:
         ids = np.unique(generated)
         scores = z[ids]
         z[ids] = np.where(scores < 0, scores * np.float32(penalty), scores / np.float32(penalty))
-    if step < MIN_NEW_TOKENS:
+    if step < min_frames:
         z[eos] = -np.inf
     keep_eos = z[eos]
     z[vocab_size - 1024:] = -np.inf

@@ -10,6 +10,7 @@ running request never runs out of blocks, and its blocks return at once when it 
 from __future__ import annotations
 
 import collections
+import dataclasses
 import logging
 import threading
 import time
@@ -94,6 +95,8 @@ class Scheduler:
         with self._lock:
             if self._stopping:
                 raise EngineError("the engine is shutting down")
+            if self._thread is not None and not self._thread.is_alive():
+                raise EngineError("the engine thread has stopped")
             if len(self._waiting) >= self.config.max_queue:
                 raise EngineBusy(f"busy: {len(self._waiting)} requests are already waiting, try again later")
             rid = self._next_id
@@ -121,14 +124,17 @@ class Scheduler:
         return self
 
     def close(self, timeout: float = 30.0) -> None:
-        """Stop the loop; every unfinished request ends with RequestAborted."""
+        """Stop the loop; every unfinished request ends with RequestAborted (idempotent)."""
         with self._lock:
+            if self._stopping and self._thread is None:
+                return
             self._stopping = True
             self._wake.notify()
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
                 raise RuntimeError(f"the engine thread did not stop within {timeout} s")
+            self._thread = None
         self._drain_all(RequestAborted("the engine shut down"), waiting=True)
 
     def __enter__(self) -> "Scheduler":
@@ -149,7 +155,10 @@ class Scheduler:
                 self.tick()
             except Exception as e:  # never let one failure take the engine down
                 log.exception("engine step failed")
-                self._drain_all(EngineError(f"synthesis failed: {e}"), waiting=False)
+                try:
+                    self._drain_all(EngineError(f"synthesis failed: {e}"), waiting=False)
+                except Exception:
+                    log.exception("failed to end the requests of a failed step")
 
     def _idle_timeout(self) -> float | None:
         """With nothing running, wake for the nearest waiting deadline (or never)."""
@@ -265,5 +274,6 @@ class Scheduler:
 
     def _snapshot(self) -> EngineMetrics:
         pool = self.runner.pool
-        return self._window.snapshot(queue_depth=len(self._waiting), active=len(self._running),
+        return self._window.snapshot(dataclasses.replace(self.runner.times), queue_depth=len(self._waiting),
+                                     active=len(self._running),
                                      blocks_used=pool.used, blocks_free=pool.free, blocks_total=pool.num_blocks)

@@ -69,15 +69,26 @@ class AudioStream:
         self._async: asyncio.Queue | None = None
         self.result: StreamResult | None = None
         self.error: EngineError | None = None
+        self._abandoned = False  # the async reader's loop is gone: drop everything
 
     # --- producer side (scheduler thread) ---
     def _push(self, item: object) -> None:
+        """Never raises: a consumer whose event loop has closed abandoned the stream, and the
+        request is aborted (the engine thread must not die of a reader's mistake)."""
         with self._lock:
-            if self._async is not None:
-                self._loop.call_soon_threadsafe(self._async.put_nowait, item)
-            else:
+            if self._abandoned:
+                return
+            if self._async is None:
                 self._items.append(item)
                 self._ready.notify_all()
+                return
+            try:
+                self._loop.call_soon_threadsafe(self._async.put_nowait, item)
+                return
+            except RuntimeError:  # the loop is closed
+                self._abandoned = True
+        if item is not _END and not isinstance(item, EngineError):
+            self._cancel(self.id)
 
     def put(self, chunk: AudioChunk) -> None:
         self._push(chunk)

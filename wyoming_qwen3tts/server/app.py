@@ -9,6 +9,7 @@ from functools import partial
 from pathlib import Path
 from urllib.parse import urlparse
 
+from wyoming.event import async_get_stdin, async_get_stdout
 from wyoming.server import AsyncServer
 
 from .. import __version__
@@ -17,6 +18,7 @@ from ..engine.devices import KV_PRECISIONS, PRECISIONS
 from ..engine.model import LoadedModel
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
+from ..engine.stream import EngineError
 from ..model.prompt import VoiceRequest
 from .handler import Service, TtsHandler
 from .models import ModelSourceError, prepare_model
@@ -72,11 +74,19 @@ def build_service(config: ServerConfig) -> Service:
 
 
 async def serve(service: Service, uri: str, zeroconf_name: str | None) -> None:
-    server = AsyncServer.from_uri(uri)
-    if zeroconf_name:
-        await announce(uri, zeroconf_name)
-    log.info("ready on %s", uri)
-    await server.run(partial(TtsHandler, service))
+    """Serve until stopped (SIGTERM). The engine is closed while the event loop still
+    runs, so the requests it aborts can end their streams on it."""
+    try:
+        if uri.startswith("stdio://"):  # our own read loop: bounded reads, and the end of input
+            await TtsHandler(service, await async_get_stdin(), await async_get_stdout()).run()  # finishes replies
+            return
+        server = AsyncServer.from_uri(uri)
+        if zeroconf_name:
+            await announce(uri, zeroconf_name)
+        log.info("ready on %s", uri)
+        await server.run(partial(TtsHandler, service))
+    finally:
+        await asyncio.to_thread(service.engine.close)
 
 
 async def announce(uri: str, name: str) -> None:
@@ -113,12 +123,12 @@ def main(argv: list[str] | None = None) -> int:
                                  zeroconf=args.zeroconf, samples_per_chunk=args.samples_per_chunk,
                                  greedy=args.greedy, seed=args.seed, voice=args.voice)
         service = build_service(config)
-    except (ConfigError, ModelSourceError, CatalogueError, ValueError) as e:
+    except (ConfigError, ModelSourceError, CatalogueError, ValueError, EngineError, TimeoutError) as e:
         log.error("%s", e)
         return 2
     try:
         asyncio.run(serve(service, config.server.uri, config.server.zeroconf))
-    except ConfigError as e:
+    except (ConfigError, OSError) as e:  # e.g. the port is taken
         log.error("%s", e)
         return 2
     except KeyboardInterrupt:

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,7 +30,9 @@ from .wire import BadEvent, read_event
 
 log = logging.getLogger(__name__)
 
-IDLE_TIMEOUT_S = 600.0  # a connection that sends nothing for this long is closed
+IDLE_TIMEOUT_S = 600.0  # a connection that sends nothing (and awaits nothing) for this long is closed
+WRITE_TIMEOUT_S = 60.0  # a client that takes no data for this long is disconnected
+MAX_RESPONSES = 4  # responses queued on one connection; more get a Busy error
 
 
 @dataclass(frozen=True)
@@ -54,13 +56,21 @@ class TtsHandler(AsyncEventHandler):
         self.service = service
         self._peer = writer.get_extra_info("peername") or "client"
         self._tasks: list[asyncio.Task] = []
+        self._speeches: list[Speech] = []
         self._stream: tuple[Speech, SentenceSplitter] | None = None  # an open synthesize-start
         self._count = 0
+        self._gone = False
+
+    def _busy(self) -> bool:
+        self._tasks = [t for t in self._tasks if not t.done()]
+        return bool(self._tasks)
 
     async def run(self) -> None:
-        """The library's loop, with bounded reads (wire.read_event)."""
+        """The library's loop, with bounded reads (wire.read_event). At the end of the input
+        the responses still being written are finished (a client may half-close after its
+        request); a dead peer shows up as a failed write, which aborts them."""
         try:
-            while True:
+            while not self._gone:
                 try:
                     event = await read_event(self.reader, IDLE_TIMEOUT_S)
                 except BadEvent as e:
@@ -68,9 +78,16 @@ class TtsHandler(AsyncEventHandler):
                     await self._send(Error(text=str(e), code="BadEvent").event())
                     break
                 except asyncio.TimeoutError:
+                    if self._busy():
+                        continue  # quiet while its audio is written: not idle
                     log.info("%s: idle for %.0f s; closing the connection", self._peer, IDLE_TIMEOUT_S)
                     break
-                if event is None or not await self.handle_event(event):
+                if event is None:  # end of input: what was asked is still answered
+                    if self._stream is not None:
+                        self._stop_stream()
+                    await asyncio.gather(*self._tasks, return_exceptions=True)
+                    break
+                if not await self.handle_event(event):
                     break
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
@@ -79,16 +96,26 @@ class TtsHandler(AsyncEventHandler):
             self.writer.close()
 
     async def disconnect(self) -> None:
-        """Client gone: cancel its responses, which aborts their engine requests."""
+        """Client gone: withdraw every response from the engine (also those whose turn has
+        not come) and stop their tasks."""
+        for speech in self._speeches:
+            speech.abort()
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def _send(self, event: Event) -> None:
+        """Write an event; a dead or stalled client is disconnected (its responses aborted)."""
+        if self._gone:
+            return
         try:
-            await self.write_event(event)
-        except (ConnectionError, RuntimeError):
-            pass  # the client is gone; the read loop notices
+            await asyncio.wait_for(self.write_event(event), WRITE_TIMEOUT_S)
+        except (ConnectionError, RuntimeError, asyncio.TimeoutError) as e:
+            log.info("%s: client gone (%s)", self._peer, type(e).__name__)
+            self._gone = True
+            for speech in self._speeches:
+                speech.abort()
+            self.writer.transport.abort()
 
     async def handle_event(self, event: Event) -> bool:
         try:
@@ -96,6 +123,10 @@ class TtsHandler(AsyncEventHandler):
                 await self._send(self.service.info.event())
             elif Ping.is_type(event.type):
                 await self._send(Pong(text=Ping.from_event(event).text).event())
+            elif (SynthesizeStart.is_type(event.type) or (Synthesize.is_type(event.type) and self._stream is None)) \
+                    and self._busy() and len(self._tasks) >= MAX_RESPONSES:
+                await self._send(Error(text=f"busy: {len(self._tasks)} responses are already queued on this "
+                                            f"connection", code="Busy").event())  # and read no more until sent
             elif SynthesizeStart.is_type(event.type):
                 self._start_stream(event.data)
             elif SynthesizeChunk.is_type(event.type):
@@ -123,24 +154,30 @@ class TtsHandler(AsyncEventHandler):
         return (name if isinstance(name, str) else None), (language if isinstance(language, str) else None)
 
     def _speech(self, data: dict[str, Any], streaming: bool) -> Speech:
-        """A response for the voice in `data`; voice errors make it an error response."""
+        """A response for the voice in `data`; voice errors make it an error response, and
+        so does a connection that already has MAX_RESPONSES waiting."""
         self._count += 1
         label = f"{self._peer} #{self._count}"
         submit, problem = self._submitter(*self._voice(data))
         speech = Speech(submit, self._send, self.service.samples_per_chunk, streaming, label)
         if problem is not None:
             speech.fail(problem)
+        self._speeches = [s for s in self._speeches if not s.done] + [speech]
         self._queue(speech.run())
         return speech
 
-    def _queue(self, response: Awaitable[None]) -> None:
+    def _queue(self, response: Coroutine[Any, Any, None]) -> None:
         """Run a response once the ones before it on this connection are written."""
         self._tasks = [t for t in self._tasks if not t.done()]
         previous = self._tasks[-1] if self._tasks else None
 
         async def after() -> None:
-            if previous is not None:
-                await asyncio.gather(previous, return_exceptions=True)
+            try:
+                if previous is not None:
+                    await asyncio.gather(previous, return_exceptions=True)
+            except asyncio.CancelledError:
+                response.close()  # never started
+                raise
             await response
 
         self._tasks.append(asyncio.create_task(after()))

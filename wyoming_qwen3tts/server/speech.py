@@ -1,7 +1,9 @@
 """One response: sentences in, Wyoming audio events out, in order.
 
-Sentences are submitted to the engine a few ahead of the one being sent (sentence n+1
-generates while n streams out), and every engine chunk goes out as soon as it is decoded.
+Once the response is being written (not before: a connection's queued responses hold only
+text), its sentences are submitted to the engine a few ahead of the one being sent
+(sentence n+1 generates while n streams out), and every engine chunk goes out as soon as
+it is decoded.
 A response always has exactly one audio-start and one audio-stop (Home Assistant's one-shot
 reader stops at the first audio-stop; its streaming reader takes the format from the first
 audio-start); a streaming response then ends with synthesize-stopped, after errors too.
@@ -61,6 +63,8 @@ class Speech:
         self._closed = False
         self._failed: SpeechError | None = None
         self._started = False
+        self._running = False
+        self._finished = False
         self._samples = 0
         self._t0 = time.monotonic()
         self.first_audio_s: float | None = None
@@ -71,8 +75,20 @@ class Speech:
             raise RuntimeError("add() after close()")
         if self._failed is None:
             self._pending.append(sentence)
-            self._top_up()
+            if self._running:
+                self._top_up()
             self._changed.set()
+
+    @property
+    def done(self) -> bool:
+        """run() has finished."""
+        return self._finished
+
+    def abort(self) -> None:
+        """The client is gone: withdraw everything from the engine, started or not."""
+        self._closed = True
+        self._cancel_all()
+        self._changed.set()
 
     def close(self) -> None:
         """No more sentences."""
@@ -101,17 +117,26 @@ class Speech:
             self._inflight.popleft().cancel()
 
     async def run(self) -> None:
-        """Write the response; on cancellation (client gone) abort what is in the engine."""
+        """Write the response; on cancellation (client gone) abort what is in the engine.
+        A failure is reported before the audio-stop: Home Assistant's one-shot reader stops
+        at the first audio-stop and would take truncated audio for success."""
+        self._running = True
         try:
-            await self._speak()
-            if self._failed is None:
-                await self._write_start()
-                await self._write(AudioStop().event())
-            else:
-                if self._started:
-                    await self._write(AudioStop().event())
+            try:
+                await self._speak()
+            except (asyncio.CancelledError, ConnectionError):
+                raise
+            except Exception as e:  # a bug must still end the response properly
+                log.exception("%s: synthesis failed", self._label)
+                self.fail(SpeechError(f"synthesis failed: {e}", "SynthesisFailed"))
+            if self._failed is not None:
                 await self._write(Error(text=str(self._failed), code=self._failed.code).event())
                 log.warning("%s: %s (%s)", self._label, self._failed, self._failed.code)
+                if self._started:
+                    await self._write(AudioStop().event())
+            else:
+                await self._write_start()
+                await self._write(AudioStop().event())
             if self._streaming:
                 while not self._closed:  # the client still sends text we will not speak
                     self._changed.clear()
@@ -119,12 +144,15 @@ class Speech:
                 await self._write(SynthesizeStopped().event())
         finally:
             self._cancel_all()
+            self._finished = True
         log.info("%s: %.2f s of audio, first after %s, done in %.2f s", self._label, self._samples / SAMPLE_RATE,
                  "-" if self.first_audio_s is None else f"{self.first_audio_s:.3f} s", time.monotonic() - self._t0)
 
     async def _speak(self) -> None:
         while self._failed is None:
             self._top_up()
+            if self._failed is not None:
+                return
             if not self._inflight:
                 if self._closed and not self._pending:
                     return
