@@ -211,6 +211,7 @@ _FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
     "precision": (("precision", "inference"),),
     "kv_precision": (("precision", "kv_cache"),),
     "max_batch": (("engine", "max_batch"),),
+    "runner": (("engine", "runner"),),
     "first_chunk": (("engine", "first_chunk"),),
     "steady_chunk": (("engine", "steady_chunk"),),
     "uri": (("server", "uri"),),

@@ -66,6 +66,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kv-precision", choices=KV_PRECISIONS, default="u8")
     parser.add_argument("--device", default="CPU")
     parser.add_argument("--threads", type=int, help="inference threads per graph (default: all cores)")
+    parser.add_argument("--runner", choices=("native", "python"), default="native", help="step loop")
     parser.add_argument("-o", "--output", type=Path,
                         help="16-bit mono 24 kHz WAV (several texts: out-1.wav, out-2.wav, ...)")
     parser.add_argument("--save-codes", type=Path, help="the [frames, 16] codes (.npy), numbered like -o")
@@ -114,9 +115,10 @@ def local(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     chunks = () if args.offline else (args.first_chunk, args.steady_chunk)
     model = LoadedModel(args.model, args.device, args.precision, args.kv_precision, chunks=chunks,
-                        threads=args.threads)
+                        threads=args.threads, runner=args.runner)
     config = EngineConfig(max_batch=max(1, len(args.all_texts)), max_queue=max(1, len(args.all_texts)),
-                          first_chunk=args.first_chunk, steady_chunk=args.steady_chunk, request_timeout=0)
+                          first_chunk=args.first_chunk, steady_chunk=args.steady_chunk, request_timeout=0,
+                          runner=args.runner)
     schedule = ChunkSchedule(args.first_chunk, args.steady_chunk, args.offline)
     loaded = time.perf_counter()
     streams: list[AudioStream] = []

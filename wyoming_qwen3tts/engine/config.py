@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+RUNNERS = ("native", "python")
+
 
 @dataclass(frozen=True)
 class EngineConfig:
@@ -23,6 +25,7 @@ class EngineConfig:
     request_timeout: float = 300.0  # seconds from submit to the last frame; 0 = none
     first_chunk: int = 1  # frames in a stream's first codec call: first audio after one frame
     steady_chunk: int = 8  # frames per codec call after that (fewer, larger calls)
+    runner: str = "native"  # the step loop: native (C++) or python (the reference, for debugging)
 
     def validate(self) -> None:
         """Raises ValueError naming the first bad field."""
@@ -35,6 +38,8 @@ class EngineConfig:
             raise ValueError(f"engine.kv_blocks must be >= 1, got {self.kv_blocks!r}")
         if self.frames_per_token <= 0 or self.min_frames < 0:
             raise ValueError("engine.frames_per_token must be > 0 and engine.min_frames >= 0")
+        if self.runner not in RUNNERS:
+            raise ValueError(f"engine.runner: {self.runner!r} is not one of {', '.join(RUNNERS)}")
         if self.request_timeout < 0:
             raise ValueError(f"engine.request_timeout must be >= 0, got {self.request_timeout!r}")
 

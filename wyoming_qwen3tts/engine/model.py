@@ -8,6 +8,7 @@ from typing import Collection
 import numpy as np
 import openvino as ov
 
+from ..convert.codec_stream import fix_batch
 from ..convert.manifest import read_converted
 from ..convert.talker import to_paged
 from ..model.embed import PromptEmbeds
@@ -24,7 +25,7 @@ class LoadedModel:
 
     def __init__(self, model_dir: str | Path, device: str = "CPU", precision: str = "f32",
                  kv_precision: str = "u8", chunks: Collection[int] | None = None, threads: int | None = None,
-                 subcode_device: str | None = None, decoder_device: str | None = None) -> None:
+                 subcode_device: str | None = None, decoder_device: str | None = None, runner: str = "python") -> None:
         """chunks: the codec chunk sizes to compile (None: every exported one). A compiled
         full-size codec graph costs about 1 GB of RAM, so a server compiles only those its
         schedule uses; the offline decoder is compiled on first use. threads: inference
@@ -32,34 +33,57 @@ class LoadedModel:
         depend on what else is in its batch; with several, the CPU plugin's paged attention
         sums partial results per thread in an order that follows the batch (last-bit
         differences). device: of the embedding and talker graphs; subcode_device and
-        decoder_device (codec) default to it."""
+        decoder_device (codec) default to it. runner: "native" leaves the talker, subcode
+        and codec chunk graphs to the C++ runner, which compiles its own (no second copy)."""
         self.dir = Path(model_dir)
         _, self.spec = read_converted(self.dir, graphs=("embed", "talker", "subcode", "codec"))
         self.tokenizer = TextTokenizer.from_dir(self.dir)
         self.precision, self.kv_precision, self.device = precision, kv_precision, device
         self.devices = {"talker": device, "subcode": subcode_device or device, "decoder": decoder_device or device}
+        self.threads = threads
+        # codec chunk graphs get a static batch of 1 on a CPU (the plugin then fuses SnakeBeta;
+        # the decoder is compute-bound, so batching streams saves little) and on an NPU
+        self.decoder_batch = 1 if self.devices["decoder"].split(".")[0] in ("CPU", "NPU") else 0
         core = ov.Core()
         plain = compile_config(precision, threads=threads)
         self.embed = core.compile_model(core.read_model(self.dir / "embed.xml"), device, plain)
+        self._core, self._plain, self._offline = core, plain, None
+        self.talker = self.subcode = self.streaming = None
+        self.block_size = self.kv_block_bytes = 0
+        if runner == "python":
+            self._compile_runner_graphs(core, plain, kv_precision, threads, chunks)
+        self._embed_req = self.embed.create_infer_request()
+        self.tts_pad = self._embed(np.array([self.spec.text_ids.tts_pad]), np.array([-1]))[0][0]
+        log.info("loaded %s on %s (%s, KV %s, for the %s runner)", self.dir, self.devices, precision, kv_precision,
+                 runner)
+
+    def exported_chunks(self, kind: str) -> dict[int, Path]:
+        """Codec chunk graphs in the directory: size -> IR path, for kind first or steady."""
+        return {int(p.stem.rsplit("_", 1)[1]): p for p in sorted(self.dir.glob(f"codec_{kind}_*.xml"))}
+
+    def _compile_runner_graphs(self, core: ov.Core, plain: dict, kv_precision: str, threads: int | None,
+                               chunks: Collection[int] | None) -> None:
+        """The graphs the Python reference runner steps through."""
         self.subcode = core.compile_model(core.read_model(self.dir / "subcode.xml"), self.devices["subcode"], plain)
         talker = to_paged(core.read_model(self.dir / "talker.xml"), self.spec.talker.stack.num_layers)
-        self.talker = core.compile_model(talker, device, compile_config(precision, kv_precision, threads))
+        self.talker = core.compile_model(talker, self.devices["talker"],
+                                         compile_config(self.precision, kv_precision, threads))
         self.block_size = int(self.talker.input("value_cache.0").get_partial_shape()[2].get_length())
         self.kv_block_bytes = sum(  # one block of every layer's key and value cache, as compiled
             port.get_element_type().size * int(np.prod([d.get_length() for d in list(port.get_partial_shape())[1:]]))
             for port in self.talker.inputs if port.get_any_name().startswith(("key_cache.", "value_cache.")))
-        self._core, self._plain, self._offline = core, plain, None
-        exported = {kind: {int(p.stem.rsplit("_", 1)[1]): p for p in self.dir.glob(f"codec_{kind}_*.xml")}
-                    for kind in ("first", "steady")}
-        decoder = self.devices["decoder"]
-        chunks = {kind: {n: core.compile_model(core.read_model(p), decoder, plain) for n, p in sorted(paths.items())
-                         if chunks is None or n in chunks} for kind, paths in exported.items()}
-        self.streaming = StreamingCodec(chunks["first"], chunks["steady"]) if any(chunks.values()) else None
-        self._embed_req = self.embed.create_infer_request()
-        self.tts_pad = self._embed(np.array([self.spec.text_ids.tts_pad]), np.array([-1]))[0][0]
-        log.info("loaded %s on %s (%s, KV %s, block %d tokens = %.2f MB; codec chunks compiled: first %s, steady %s)",
-                 self.dir, self.devices, precision, kv_precision, self.block_size, self.kv_block_bytes / 1e6,
-                 sorted(chunks["first"]), sorted(chunks["steady"]))
+
+        def compile_chunk(path: Path) -> ov.CompiledModel:
+            graph = core.read_model(path)
+            if self.decoder_batch:
+                fix_batch(graph, self.decoder_batch)
+            return core.compile_model(graph, self.devices["decoder"], plain)
+
+        graphs = {kind: {n: compile_chunk(p) for n, p in self.exported_chunks(kind).items()
+                         if chunks is None or n in chunks} for kind in ("first", "steady")}
+        self.streaming = StreamingCodec(graphs["first"], graphs["steady"]) if any(graphs.values()) else None
+        log.info("python runner graphs: KV block %d tokens = %.2f MB; codec chunks first %s, steady %s",
+                 self.block_size, self.kv_block_bytes / 1e6, sorted(graphs["first"]), sorted(graphs["steady"]))
 
     def _embed(self, text_ids: np.ndarray, codec_ids: np.ndarray,
                frames: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:

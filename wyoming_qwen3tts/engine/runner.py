@@ -54,7 +54,7 @@ class Sequence:
     embeds: PromptEmbeds
     params: SamplingParams
     max_frames: int
-    rng: np.random.Generator
+    uniforms: np.ndarray  # [max_frames, 16] the request's draws: group 0, then the 15 subcode steps
     cached: int = 0  # tokens already in the KV cache
     pending: np.ndarray | None = None  # embeddings the next talker call feeds
     frames: list[np.ndarray] = field(default_factory=list)  # [16] codes per frame
@@ -67,12 +67,28 @@ class Sequence:
         self.pending = self.embeds.prefill
 
     @property
+    def num_frames(self) -> int:
+        return len(self.frames)
+
+    def take_audio(self) -> list[np.ndarray]:
+        """PCM chunks decoded since the last call, in order."""
+        chunks, self.audio = self.audio, []
+        return chunks
+
+    @property
     def codes(self) -> np.ndarray:
         return np.stack(self.frames) if self.frames else np.zeros((0, SUBCODE_STEPS + 1), np.int64)
 
     @property
     def pcm(self) -> np.ndarray:
         return np.concatenate(self.audio) if self.audio else np.zeros(0, np.float32)
+
+
+def request_uniforms(seed: int | None, frames: int) -> np.ndarray:
+    """A request's draws, [frames, 16]: per frame one for group 0 and 15 for the subcode,
+    in the order a per-request generator yields them (so a seed reproduces a request in
+    any batch, and the native runner makes the same draws)."""
+    return np.random.default_rng(seed).random((frames, SUBCODE_STEPS + 1))
 
 
 class Runner:
@@ -105,6 +121,14 @@ class Runner:
         self.times = StepTimes()
 
     @property
+    def block_size(self) -> int:
+        return self.model.block_size
+
+    @property
+    def kv_block_bytes(self) -> int:
+        return self.model.kv_block_bytes
+
+    @property
     def capacity_tokens(self) -> int:
         return self.pool.num_blocks * self.pool.block_size
 
@@ -127,7 +151,7 @@ class Runner:
         frames = params.max_new_tokens - 1 if max_frames is None else min(max_frames, params.max_new_tokens - 1)
         length = embeds.prefill.shape[0]
         frames = self.frame_budget(length, frames)
-        seq = Sequence(self._next_id, embeds, params, frames, np.random.default_rng(params.seed))
+        seq = Sequence(self._next_id, embeds, params, frames, request_uniforms(params.seed, frames))
         self.pool.reserve(seq.id, length + frames)
         self._next_id += 1
         if seq.max_frames == 0:
@@ -230,7 +254,7 @@ class Runner:
             history = np.array([f[0] for f in seq.frames], np.int64)
             z = process_talker_logits(logits[row], history, len(seq.frames), p.repetition_penalty,
                                       spec.codec_ids.eos, spec.talker.vocab_size, p.min_frames)
-            uniform = seq.rng.random()
+            uniform = seq.uniforms[len(seq.frames), 0]
             code = sample_row(z, p.temperature, p.top_k, p.top_p, uniform) if p.do_sample else int(np.argmax(z))
             if code == spec.codec_ids.eos:
                 self._finish(seq, "eos")
@@ -249,7 +273,7 @@ class Runner:
                                     np.float32),
             "top_k": np.array([s.params.subtalker_top_k for s in seqs], np.int64),
             "top_p": np.array([s.params.subtalker_top_p for s in seqs], np.float32),
-            "uniform": np.stack([s.rng.random(SUBCODE_STEPS) for s in seqs]).astype(np.float32),
+            "uniform": np.stack([s.uniforms[len(s.frames) - 1, 1:] for s in seqs]).astype(np.float32),
         }
         begin = time.perf_counter()
         out = self._subcode.infer(inputs)

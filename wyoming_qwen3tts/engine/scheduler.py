@@ -23,6 +23,7 @@ from .audio import SAMPLE_RATE
 from .config import EngineConfig
 from .metrics import EngineMetrics, MetricsWindow
 from .model import LoadedModel
+from .native import NativeRunner
 from .runner import ChunkSchedule, Runner, Sequence
 from .sampling import SamplingParams
 from .stream import AudioChunk, AudioStream, EngineBusy, EngineError, RequestAborted, RequestTimeout, StreamResult
@@ -45,11 +46,14 @@ class _Request:
     samples: int = 0  # PCM samples delivered
 
 
-def pool_blocks(model: LoadedModel, config: EngineConfig) -> int:
-    """KV pool size: `kv_blocks`, or as many blocks as `kv_cache_mb` holds."""
-    if config.kv_blocks is not None:
-        return config.kv_blocks
-    return max(1, int(config.kv_cache_mb * 2**20 // model.kv_block_bytes))
+def make_runner(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule) -> Runner | NativeRunner:
+    """The step loop the config asks for: the native runner, or the Python reference."""
+    if config.runner == "native":
+        return NativeRunner(model, config, schedule)
+    if model.talker is None:
+        raise ValueError("engine.runner is python, but the model was loaded for the native runner")
+    blocks = config.kv_blocks or max(1, int(config.kv_cache_mb * 2**20 // model.kv_block_bytes))
+    return Runner(model, blocks, schedule, config.prefill_chunk)
 
 
 class Scheduler:
@@ -65,7 +69,7 @@ class Scheduler:
         self.model, self.config = model, config
         self.defaults = defaults or SamplingParams.from_defaults(model.spec.generation)
         schedule = schedule or ChunkSchedule(config.first_chunk, config.steady_chunk)
-        self.runner = Runner(model, pool_blocks(model, config), schedule, config.prefill_chunk)
+        self.runner = make_runner(model, config, schedule)
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._waiting: collections.deque[_Request] = collections.deque()
@@ -76,9 +80,9 @@ class Scheduler:
         self._thread: threading.Thread | None = None
         self._window = MetricsWindow()
         self._metrics = self._snapshot()
-        log.info("engine: %d KV blocks of %d tokens (%.0f MB), batch %d, queue %d", self.runner.pool.num_blocks,
-                 model.block_size, self.runner.pool.num_blocks * model.kv_block_bytes / 2**20, config.max_batch,
-                 config.max_queue)
+        log.info("engine (%s runner): %d KV blocks of %d tokens (%.0f MB), batch %d, queue %d", config.runner,
+                 self.runner.pool.num_blocks, self.runner.block_size,
+                 self.runner.pool.num_blocks * self.runner.kv_block_bytes / 2**20, config.max_batch, config.max_queue)
 
     # --- any thread ---
     def submit(self, voice: VoiceRequest, params: SamplingParams | None = None, *, max_frames: int | None = None,
@@ -209,9 +213,9 @@ class Scheduler:
 
     def _step(self) -> None:
         start = time.monotonic()
-        frames_before = sum(len(r.seq.frames) for r in self._running.values())
+        frames_before = sum(r.seq.num_frames for r in self._running.values())
         self.runner.step()
-        frames = sum(len(r.seq.frames) for r in self._running.values()) - frames_before
+        frames = sum(r.seq.num_frames for r in self._running.values()) - frames_before
         self._window.add(time.monotonic(), frames, time.monotonic() - start)
         for req in list(self._running.values()):
             self._deliver(req)
@@ -219,7 +223,7 @@ class Scheduler:
     def _deliver(self, req: _Request) -> None:
         """Hand the request's new PCM to its stream; end the stream when the sequence ended."""
         seq = req.seq
-        chunks, seq.audio = seq.audio, []
+        chunks = seq.take_audio()
         if chunks and req.first_audio is None:
             req.first_audio = time.monotonic()
         req.samples += sum(c.size for c in chunks)
@@ -246,7 +250,7 @@ class Scheduler:
     def _finish(self, req: _Request, reason: str, error: EngineError | None = None) -> None:
         self._running.pop(req.id, None)
         now = time.monotonic()
-        frames = len(req.seq.frames) if req.seq is not None else 0
+        frames = req.seq.num_frames if req.seq is not None else 0
         samples = req.samples
         ttfa = None if req.first_audio is None else req.first_audio - req.submitted
         queued = (req.admitted or now) - req.submitted

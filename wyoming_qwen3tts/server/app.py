@@ -41,6 +41,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--precision", choices=PRECISIONS)
     parser.add_argument("--kv-precision", choices=KV_PRECISIONS)
     parser.add_argument("--max-batch", type=int, help="requests generated together")
+    parser.add_argument("--runner", choices=("native", "python"), help="step loop (default native)")
     parser.add_argument("--greedy", action="store_true", default=None, help="greedy decoding (deterministic)")
     parser.add_argument("--seed", type=int, help="seed for sampling")
     parser.add_argument("--first-chunk", type=int, help="frames in a stream's first codec call")
@@ -58,7 +59,7 @@ def build_service(config: ServerConfig) -> Service:
     engine_config, dev = config.engine, config.devices
     model = LoadedModel(model_dir, dev.talker, config.precision.inference, config.precision.kv_cache,
                         chunks=(engine_config.first_chunk, engine_config.steady_chunk), threads=dev.threads,
-                        subcode_device=dev.subcode, decoder_device=dev.decoder)
+                        subcode_device=dev.subcode, decoder_device=dev.decoder, runner=engine_config.runner)
     catalogue = Catalogue(model.spec, config.voices, config.server.default_voice)
     for problem in catalogue.errors:
         log.warning("voice skipped: %s", problem)
@@ -119,6 +120,7 @@ def main(argv: list[str] | None = None) -> int:
         config = apply_overrides(load_config(args.config), model=args.model, data_dir=args.data_dir,
                                  weights=args.weights, device=args.device, threads=args.threads,
                                  precision=args.precision, kv_precision=args.kv_precision, max_batch=args.max_batch,
+                                 runner=args.runner,
                                  first_chunk=args.first_chunk, steady_chunk=args.steady_chunk, uri=args.uri,
                                  zeroconf=args.zeroconf, samples_per_chunk=args.samples_per_chunk,
                                  greedy=args.greedy, seed=args.seed, voice=args.voice)

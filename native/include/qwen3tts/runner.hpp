@@ -1,0 +1,88 @@
+// The native runner: the step loop of engine/runner.py in C++ — one paged talker call for
+// every active sequence (prefill chunks and decode rows mixed), sampling, one subcode call
+// for the batch, next embeddings, codec chunks — with no Python between two inferences.
+// The Python scheduler keeps admission, timeouts and aborts.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <openvino/openvino.hpp>
+
+#include "qwen3tts/block_pool.hpp"
+#include "qwen3tts/codec_stream.hpp"
+#include "qwen3tts/sequence.hpp"
+
+namespace qwen3tts {
+
+using Properties = std::map<std::string, std::string>;
+
+struct RunnerConfig {
+  std::string talker_xml, subcode_xml;
+  std::map<int, std::string> first_xml, steady_xml;  // codec chunk graphs to compile, by size
+  std::string talker_device = "CPU", subcode_device = "CPU", decoder_device = "CPU";
+  Properties talker_properties, plain_properties;     // compile properties (the talker's carry the KV precision)
+  int64_t decoder_batch = 0;                          // static batch for the codec graphs (0: as stored)
+  int64_t num_layers = 0;
+  int64_t kv_blocks = 0;                              // pool size in blocks, or 0: from kv_cache_bytes
+  int64_t kv_cache_bytes = 0;
+  int64_t first_chunk = 1, steady_chunk = 8;
+  bool offline = false;                               // decode nothing while generating
+  int64_t prefill_chunk = 256;
+  int64_t max_positions = 0;
+  int64_t eos = 0, vocab_size = 0, groups = 16;
+  std::vector<float> tts_pad;                         // [hidden] text embedding after the text runs out
+};
+
+struct StepTimes {
+  int64_t steps = 0;
+  double talker_s = 0, subcode_s = 0, codec_s = 0, host_s = 0;
+};
+
+class Runner {
+ public:
+  explicit Runner(const RunnerConfig& config);
+
+  int64_t block_size() const { return pool_->block_size(); }
+  int64_t kv_block_bytes() const { return kv_block_bytes_; }
+  int64_t capacity_tokens() const { return pool_->num_blocks() * pool_->block_size(); }
+  const BlockPool& pool() const { return *pool_; }
+  const StepTimes& times() const { return times_; }
+  const std::vector<std::shared_ptr<Sequence>>& active() const { return active_; }
+
+  // Frames a sequence may generate: its cap, cut to what the cache can ever hold; throws
+  // std::invalid_argument when the prompt alone can never fit.
+  int64_t frame_budget(int64_t prompt_tokens, int64_t max_frames) const;
+  bool can_admit(int64_t prompt_tokens, int64_t max_frames) const;
+  // prefill [rows × hidden], trailing [rows × hidden], uniforms [≥ frames × 16].
+  std::shared_ptr<Sequence> add(std::vector<float> prefill, std::vector<float> trailing, int64_t hidden,
+                                const SamplingParams& params, std::vector<double> uniforms, int64_t max_frames);
+  void abort(const std::shared_ptr<Sequence>& seq, const std::string& reason);
+  // Advance every active sequence by one frame; returns those that finished.
+  std::vector<std::shared_ptr<Sequence>> step();
+
+ private:
+  void finish(Sequence& seq, const std::string& reason);
+  std::vector<Sequence*> run_talker(const std::vector<Sequence*>& batch, std::vector<float>& logits,
+                                    std::vector<float>& hidden);
+  std::vector<size_t> sample_code0(const std::vector<Sequence*>& sampled, const std::vector<float>& logits);
+  void run_subcode(const std::vector<size_t>& rows, const std::vector<float>& hidden,
+                   const std::vector<Sequence*>& sampled);
+  void decode_ready();
+
+  RunnerConfig config_;
+  ov::Core core_;
+  ov::CompiledModel talker_, subcode_;
+  ov::InferRequest talker_req_, subcode_req_;
+  std::unique_ptr<StreamingCodec> codec_;
+  std::unique_ptr<BlockPool> pool_;
+  int64_t kv_block_bytes_ = 0, hidden_ = 0;
+  std::vector<std::shared_ptr<Sequence>> active_;
+  int64_t next_id_ = 0;
+  StepTimes times_;
+};
+
+}  // namespace qwen3tts

@@ -1,0 +1,333 @@
+#include "qwen3tts/runner.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cstring>
+#include <stdexcept>
+
+#include <openvino/pass/manager.hpp>
+#include <openvino/pass/sdpa_to_paged_attention.hpp>
+
+namespace qwen3tts {
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) {
+  return std::chrono::duration<double>(Clock::now() - start).count();
+}
+
+ov::AnyMap to_any(const Properties& properties) {
+  ov::AnyMap map;
+  for (const auto& [key, value] : properties) map[key] = value;
+  return map;
+}
+
+bool is_cache(const std::string& name) {
+  return name.rfind("key_cache.", 0) == 0 || name.rfind("value_cache.", 0) == 0;
+}
+
+template <typename T>
+ov::Tensor tensor_of(const std::vector<T>& values, ov::element::Type type, ov::Shape shape) {
+  ov::Tensor t(type, shape);
+  std::memcpy(t.data(), values.data(), values.size() * sizeof(T));
+  return t;
+}
+
+}  // namespace
+
+Runner::Runner(const RunnerConfig& config) : config_(config) {
+  auto talker = core_.read_model(config.talker_xml);
+  ov::pass::Manager passes;
+  passes.register_pass<ov::pass::SDPAToPagedAttention>();
+  passes.run_passes(talker);
+  int64_t paged = 0;
+  for (const auto& op : talker->get_ordered_ops()) paged += std::string(op->get_type_name()) == "PagedAttentionExtension";
+  if (paged != config.num_layers)
+    throw std::runtime_error("SDPAToPagedAttention inserted " + std::to_string(paged) + " PagedAttention nodes, expected " +
+                             std::to_string(config.num_layers));
+  talker_ = core_.compile_model(talker, config.talker_device, to_any(config.talker_properties));
+  talker_req_ = talker_.create_infer_request();
+
+  int64_t block_size = 0;
+  for (const auto& input : talker_.inputs()) {
+    const std::string& name = input.get_any_name();
+    if (!is_cache(name)) continue;
+    auto shape = input.get_partial_shape();
+    int64_t bytes = input.get_element_type().size();
+    for (size_t d = 1; d < shape.size(); ++d) bytes *= shape[d].get_length();
+    kv_block_bytes_ += bytes;
+    if (name == "value_cache.0") block_size = shape[2].get_length();
+  }
+  int64_t blocks = config.kv_blocks > 0 ? config.kv_blocks : std::max<int64_t>(1, config.kv_cache_bytes / kv_block_bytes_);
+  pool_ = std::make_unique<BlockPool>(static_cast<int>(blocks), static_cast<int>(block_size));
+  for (const auto& input : talker_.inputs()) {
+    if (!is_cache(input.get_any_name())) continue;
+    ov::Shape shape{static_cast<size_t>(blocks)};
+    auto partial = input.get_partial_shape();
+    for (size_t d = 1; d < partial.size(); ++d) shape.push_back(partial[d].get_length());
+    talker_req_.set_tensor(input.get_any_name(), ov::Tensor(input.get_element_type(), shape));
+  }
+  hidden_ = static_cast<int64_t>(config.tts_pad.size());  // inputs_embeds is [?, ?] after the transformation
+
+  subcode_ = core_.compile_model(core_.read_model(config.subcode_xml), config.subcode_device,
+                                 to_any(config.plain_properties));
+  subcode_req_ = subcode_.create_infer_request();
+
+  auto compile_codec = [&](const std::map<int, std::string>& paths) {
+    std::map<int, ov::CompiledModel> graphs;
+    for (const auto& [size, path] : paths) {
+      auto model = core_.read_model(path);
+      if (config.decoder_batch > 0) {  // static shapes: what an NPU needs, and faster on a CPU
+        std::map<std::string, ov::PartialShape> shapes;
+        for (const auto& input : model->inputs()) {
+          auto shape = input.get_partial_shape();
+          shape[0] = config.decoder_batch;
+          shapes[input.get_any_name()] = shape;
+        }
+        model->reshape(shapes);
+      }
+      graphs.emplace(size, core_.compile_model(model, config.decoder_device, to_any(config.plain_properties)));
+    }
+    return graphs;
+  };
+  auto first = compile_codec(config.first_xml), steady = compile_codec(config.steady_xml);
+  if (!first.empty() || !steady.empty()) codec_ = std::make_unique<StreamingCodec>(std::move(first), std::move(steady));
+  if (!config.offline) {
+    bool ok = codec_ && (codec_->has_first(config.first_chunk) || codec_->has_steady(config.first_chunk)) &&
+              codec_->has_steady(config.steady_chunk);
+    if (!ok)
+      throw std::invalid_argument("no codec graphs for chunks first=" + std::to_string(config.first_chunk) +
+                                  " steady=" + std::to_string(config.steady_chunk));
+  }
+}
+
+int64_t Runner::frame_budget(int64_t prompt_tokens, int64_t max_frames) const {
+  int64_t limit = std::min(capacity_tokens(), config_.max_positions);
+  if (prompt_tokens + 1 > limit)
+    throw std::invalid_argument("prompt of " + std::to_string(prompt_tokens) + " tokens does not fit the KV cache (" +
+                                std::to_string(limit) + " tokens)");
+  return std::max<int64_t>(0, std::min(max_frames, limit - prompt_tokens));
+}
+
+bool Runner::can_admit(int64_t prompt_tokens, int64_t max_frames) const {
+  return pool_->can_reserve(prompt_tokens + frame_budget(prompt_tokens, max_frames));
+}
+
+std::shared_ptr<Sequence> Runner::add(std::vector<float> prefill, std::vector<float> trailing, int64_t hidden,
+                                      const SamplingParams& params, std::vector<double> uniforms, int64_t max_frames) {
+  if (hidden != hidden_) throw std::invalid_argument("embedding width does not match the talker");
+  int64_t length = static_cast<int64_t>(prefill.size()) / hidden;
+  int64_t frames = frame_budget(length, max_frames);
+  if (static_cast<int64_t>(uniforms.size()) < frames * config_.groups)
+    throw std::invalid_argument("need 16 uniforms per frame");
+  auto seq = std::make_shared<Sequence>();
+  seq->id = next_id_;
+  seq->hidden = hidden;
+  seq->trailing = std::move(trailing);
+  seq->params = params;
+  seq->max_frames = frames;
+  seq->uniforms = std::move(uniforms);
+  seq->pending = std::move(prefill);
+  seq->groups = config_.groups;
+  pool_->reserve(seq->id, length + frames);
+  ++next_id_;
+  if (frames == 0)
+    finish(*seq, "length");
+  else
+    active_.push_back(seq);
+  return seq;
+}
+
+void Runner::finish(Sequence& seq, const std::string& reason) {
+  seq.finished = true;
+  seq.reason = reason;
+  seq.pending.clear();
+  pool_->release(seq.id);
+}
+
+void Runner::abort(const std::shared_ptr<Sequence>& seq, const std::string& reason) {
+  if (!seq->finished) finish(*seq, reason);
+  active_.erase(std::remove(active_.begin(), active_.end(), seq), active_.end());
+}
+
+std::vector<std::shared_ptr<Sequence>> Runner::step() {
+  auto start = Clock::now();
+  double inference = times_.talker_s + times_.subcode_s + times_.codec_s;
+  std::vector<Sequence*> batch;
+  for (auto& s : active_)
+    if (!s->finished) batch.push_back(s.get());
+  if (!batch.empty()) {
+    std::vector<float> logits, hidden;
+    auto sampled = run_talker(batch, logits, hidden);
+    auto go = sample_code0(sampled, logits);
+    if (!go.empty()) run_subcode(go, hidden, sampled);
+  }
+  if (!config_.offline) decode_ready();
+  std::vector<std::shared_ptr<Sequence>> done, still;
+  for (auto& s : active_) (s->finished ? done : still).push_back(s);
+  active_ = std::move(still);
+  times_.steps += 1;
+  times_.host_s += seconds_since(start) - (times_.talker_s + times_.subcode_s + times_.codec_s - inference);
+  return done;
+}
+
+std::vector<Sequence*> Runner::run_talker(const std::vector<Sequence*>& batch, std::vector<float>& logits,
+                                          std::vector<float>& hidden) {
+  const size_t n = batch.size();
+  std::vector<int64_t> counts(n);
+  std::vector<int32_t> begins{0}, past, table_begins{0}, tables;
+  std::vector<int64_t> positions, rows;
+  std::vector<bool> last(n);
+  int32_t max_context = 0;
+  for (size_t i = 0; i < n; ++i) {
+    Sequence& s = *batch[i];
+    counts[i] = std::min(s.pending_rows(), config_.prefill_chunk);
+    begins.push_back(begins.back() + static_cast<int32_t>(counts[i]));
+    past.push_back(static_cast<int32_t>(s.cached));
+    const auto& table = pool_->grow(s.id, s.cached + counts[i]);
+    tables.insert(tables.end(), table.begin(), table.end());
+    table_begins.push_back(static_cast<int32_t>(tables.size()));
+    for (int64_t p = s.cached; p < s.cached + counts[i]; ++p) positions.push_back(p);
+    last[i] = s.pending_rows() == counts[i];
+    if (last[i]) rows.push_back(begins.back() - 1);
+    max_context = std::max(max_context, static_cast<int32_t>(s.cached + counts[i]));
+  }
+  if (rows.empty()) rows.push_back(0);  // the graph wants at least one row
+  const size_t total = static_cast<size_t>(begins.back());
+  ov::Tensor embeds(ov::element::f32, {total, static_cast<size_t>(hidden_)});
+  float* e = embeds.data<float>();
+  for (size_t i = 0; i < n; ++i) {
+    std::memcpy(e, batch[i]->pending.data(), counts[i] * hidden_ * sizeof(float));
+    e += counts[i] * hidden_;
+  }
+  talker_req_.set_tensor("inputs_embeds", embeds);
+  talker_req_.set_tensor("position_ids", tensor_of(positions, ov::element::i64, {positions.size()}));
+  talker_req_.set_tensor("past_lens", tensor_of(past, ov::element::i32, {n}));
+  talker_req_.set_tensor("subsequence_begins", tensor_of(begins, ov::element::i32, {n + 1}));
+  talker_req_.set_tensor("block_indices", tensor_of(tables, ov::element::i32, {tables.size()}));
+  talker_req_.set_tensor("block_indices_begins", tensor_of(table_begins, ov::element::i32, {n + 1}));
+  talker_req_.set_tensor("max_context_len", tensor_of(std::vector<int32_t>{max_context}, ov::element::i32, {}));
+  talker_req_.set_tensor("sample_rows", tensor_of(rows, ov::element::i64, {rows.size()}));
+  auto begin = Clock::now();
+  talker_req_.infer();
+  times_.talker_s += seconds_since(begin);
+  const ov::Tensor out_logits = talker_req_.get_tensor("logits"), out_hidden = talker_req_.get_tensor("hidden");
+  logits.assign(out_logits.data<const float>(), out_logits.data<const float>() + out_logits.get_size());
+  hidden.assign(out_hidden.data<const float>(), out_hidden.data<const float>() + out_hidden.get_size());
+  std::vector<Sequence*> sampled;
+  for (size_t i = 0; i < n; ++i) {
+    Sequence& s = *batch[i];
+    s.cached += counts[i];
+    if (last[i]) {
+      s.pending.clear();
+      sampled.push_back(&s);
+    } else {
+      s.pending.erase(s.pending.begin(), s.pending.begin() + counts[i] * hidden_);
+    }
+  }
+  return sampled;
+}
+
+std::vector<size_t> Runner::sample_code0(const std::vector<Sequence*>& sampled, const std::vector<float>& logits) {
+  const size_t vocab = sampled.empty() ? 0 : logits.size() / std::max<size_t>(1, sampled.size());
+  std::vector<size_t> go;
+  for (size_t row = 0; row < sampled.size(); ++row) {
+    Sequence& s = *sampled[row];
+    const SamplingParams& p = s.params;
+    std::vector<int64_t> history;
+    for (int64_t f = 0; f < s.num_frames(); ++f) history.push_back(s.frames[f * s.groups]);
+    std::vector<float> z(logits.begin() + row * vocab, logits.begin() + (row + 1) * vocab);
+    process_talker_logits(z, history, s.num_frames(), static_cast<float>(p.repetition_penalty), config_.eos,
+                          config_.vocab_size, p.min_frames);
+    double uniform = s.uniforms[s.num_frames() * s.groups];
+    int64_t code = p.do_sample ? sample_row(z, p.temperature, p.top_k, p.top_p, uniform) : argmax(z);
+    if (code == config_.eos) {
+      finish(s, "eos");
+    } else {
+      s.frames.push_back(code);
+      s.frames.insert(s.frames.end(), s.groups - 1, 0);
+      go.push_back(row);
+    }
+  }
+  return go;
+}
+
+void Runner::run_subcode(const std::vector<size_t>& rows, const std::vector<float>& hidden,
+                         const std::vector<Sequence*>& sampled) {
+  const size_t k = rows.size(), steps = static_cast<size_t>(config_.groups - 1);
+  ov::Tensor h(ov::element::f32, {k, static_cast<size_t>(hidden_)});
+  ov::Tensor code0(ov::element::i64, {k}), temperature(ov::element::f32, {k}), top_k(ov::element::i64, {k}),
+      top_p(ov::element::f32, {k}), uniform(ov::element::f32, {k, steps});
+  for (size_t i = 0; i < k; ++i) {
+    const Sequence& s = *sampled[rows[i]];
+    const SamplingParams& p = s.params;
+    std::memcpy(h.data<float>() + i * hidden_, hidden.data() + rows[i] * hidden_, hidden_ * sizeof(float));
+    int64_t frame = s.num_frames() - 1;
+    code0.data<int64_t>()[i] = s.frames[frame * s.groups];
+    temperature.data<float>()[i] = p.subtalker_do_sample ? static_cast<float>(p.subtalker_temperature) : 0.0f;
+    top_k.data<int64_t>()[i] = p.subtalker_top_k;
+    top_p.data<float>()[i] = static_cast<float>(p.subtalker_top_p);
+    for (size_t j = 0; j < steps; ++j)
+      uniform.data<float>()[i * steps + j] = static_cast<float>(s.uniforms[frame * s.groups + 1 + j]);
+  }
+  subcode_req_.set_tensor("hidden", h);
+  subcode_req_.set_tensor("code0", code0);
+  subcode_req_.set_tensor("temperature", temperature);
+  subcode_req_.set_tensor("top_k", top_k);
+  subcode_req_.set_tensor("top_p", top_p);
+  subcode_req_.set_tensor("uniform", uniform);
+  auto begin = Clock::now();
+  subcode_req_.infer();
+  times_.subcode_s += seconds_since(begin);
+  const int64_t* codes = subcode_req_.get_tensor("codes").data<const int64_t>();
+  const float* embedding = subcode_req_.get_tensor("frame_embedding").data<const float>();
+  for (size_t i = 0; i < k; ++i) {
+    Sequence& s = *sampled[rows[i]];
+    int64_t frame = s.num_frames() - 1;
+    std::copy(codes + i * steps, codes + (i + 1) * steps, s.frames.begin() + frame * s.groups + 1);
+    const float* text = frame < s.trailing_rows() ? s.trailing.data() + frame * hidden_ : config_.tts_pad.data();
+    s.pending.resize(hidden_);
+    for (int64_t d = 0; d < hidden_; ++d) s.pending[d] = embedding[i * hidden_ + d] + text[d];
+    if (s.num_frames() >= s.max_frames) finish(s, "length");
+  }
+}
+
+void Runner::decode_ready() {
+  // Decode every due chunk, one call per chunk size; repeat while some sequence still has
+  // one (at most one chunk per sequence per call, since its state moves on).
+  for (size_t round = 0; round < active_.size() * 4 + 4; ++round) {
+    struct Due {
+      std::vector<Sequence*> seqs;
+      std::vector<std::vector<int64_t>> codes;
+      std::vector<int64_t> frames;
+    };
+    std::map<int, Due> due;
+    for (auto& sp : active_) {
+      Sequence& s = *sp;
+      int64_t size = s.codec.frames == 0 ? config_.first_chunk : config_.steady_chunk;
+      int64_t ready = s.num_frames() - s.codec.frames;
+      if (ready >= size || (s.finished && ready > 0)) {
+        int64_t take = std::min(size, ready);
+        auto from = s.frames.begin() + s.codec.frames * s.groups;
+        Due& d = due[static_cast<int>(size)];
+        d.seqs.push_back(&s);
+        d.codes.emplace_back(from, from + take * s.groups);
+        d.frames.push_back(take);
+      }
+    }
+    if (due.empty()) return;
+    for (auto& [size, d] : due) {
+      std::vector<CodecState*> states;
+      for (Sequence* s : d.seqs) states.push_back(&s->codec);
+      auto begin = Clock::now();
+      auto pcms = codec_->decode(states, d.codes, d.frames, size);
+      times_.codec_s += seconds_since(begin);
+      for (size_t i = 0; i < d.seqs.size(); ++i) d.seqs[i]->audio.push_back(std::move(pcms[i]));
+    }
+  }
+  throw std::logic_error("codec decoding did not converge");
+}
+
+}  // namespace qwen3tts

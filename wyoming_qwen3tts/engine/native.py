@@ -1,0 +1,103 @@
+"""The native runner (native/, module `wyoming_qwen3tts._native`) behind the interface of the
+Python reference runner, so the scheduler drives either.
+
+The C++ runner compiles the talker (paged), subcode and codec chunk graphs itself from the
+IR files (an ov.Model cannot cross into another pybind11 module), owns the KV pool and the
+sequences, and runs each step without the GIL. Python still embeds prompts (once per
+request) and makes each request's draws, so both runners sample the same numbers.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+from .config import EngineConfig
+from .devices import compile_config
+from .model import LoadedModel
+from .runner import SUBCODE_STEPS, ChunkSchedule, StepTimes, request_uniforms
+from .sampling import SamplingParams
+
+try:
+    from .. import _native
+except ImportError as e:  # a build without the extension (it is built by `pip install .`)
+    _native = None
+    _IMPORT_ERROR = e
+
+
+def _properties(config: dict) -> dict[str, str]:
+    return {key: str(value) for key, value in config.items()}
+
+
+class NativeRunner:
+    """Runner (engine/runner.py) protocol over the C++ runner."""
+
+    def __init__(self, model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule) -> None:
+        if _native is None:
+            raise RuntimeError(f"the native runner is not built ({_IMPORT_ERROR}); reinstall with `pip install .`, "
+                               f"or set engine.runner: python")
+        spec = model.spec
+        c = _native.RunnerConfig()
+        c.talker_xml, c.subcode_xml = str(model.dir / "talker.xml"), str(model.dir / "subcode.xml")
+        chunks = {schedule.first, schedule.steady} if not schedule.offline else set()
+        c.first_xml = {n: str(p) for n, p in model.exported_chunks("first").items() if n in chunks}
+        c.steady_xml = {n: str(p) for n, p in model.exported_chunks("steady").items() if n in chunks}
+        c.talker_device, c.subcode_device = model.devices["talker"], model.devices["subcode"]
+        c.decoder_device, c.decoder_batch = model.devices["decoder"], model.decoder_batch
+        c.talker_properties = _properties(compile_config(model.precision, model.kv_precision, model.threads))
+        c.plain_properties = _properties(compile_config(model.precision, threads=model.threads))
+        c.num_layers = spec.talker.stack.num_layers
+        c.kv_blocks = config.kv_blocks or 0
+        c.kv_cache_bytes = config.kv_cache_mb * 2**20
+        c.first_chunk, c.steady_chunk, c.offline = schedule.first, schedule.steady, schedule.offline
+        c.prefill_chunk = config.prefill_chunk
+        c.max_positions = spec.talker.stack.max_position_embeddings
+        c.eos, c.vocab_size, c.groups = spec.codec_ids.eos, spec.talker.vocab_size, SUBCODE_STEPS + 1
+        c.tts_pad = model.tts_pad.astype(np.float32)
+        self._runner = _native.Runner(c)
+        self.model, self.schedule = model, schedule
+
+    @property
+    def pool(self):  # noqa: ANN201 - the C++ BlockPool view
+        return self._runner.pool
+
+    @property
+    def block_size(self) -> int:
+        return self._runner.block_size
+
+    @property
+    def kv_block_bytes(self) -> int:
+        return self._runner.kv_block_bytes
+
+    @property
+    def capacity_tokens(self) -> int:
+        return self._runner.capacity_tokens
+
+    @property
+    def active(self) -> list:
+        return self._runner.active
+
+    @property
+    def times(self) -> StepTimes:
+        t = self._runner.times
+        return StepTimes(t.steps, t.talker_s, t.subcode_s, t.codec_s, t.host_s)
+
+    def frame_budget(self, prompt_tokens: int, max_frames: int) -> int:
+        return self._runner.frame_budget(prompt_tokens, max_frames)
+
+    def can_admit(self, prompt_tokens: int, max_frames: int) -> bool:
+        return self._runner.can_admit(prompt_tokens, max_frames)
+
+    def add(self, embeds, params: SamplingParams, max_frames: int | None = None):  # noqa: ANN001, ANN201
+        frames = params.max_new_tokens - 1 if max_frames is None else min(max_frames, params.max_new_tokens - 1)
+        frames = self.frame_budget(embeds.prefill.shape[0], frames)
+        p = _native.SamplingParams()
+        for name in ("do_sample", "top_k", "top_p", "temperature", "repetition_penalty", "subtalker_do_sample",
+                     "subtalker_top_k", "subtalker_top_p", "subtalker_temperature", "min_frames"):
+            setattr(p, name, getattr(params, name))
+        return self._runner.add(embeds.prefill, embeds.trailing, p, request_uniforms(params.seed, frames).ravel(),
+                                frames)
+
+    def abort(self, seq, reason: str = "aborted") -> None:  # noqa: ANN001
+        self._runner.abort(seq, reason)
+
+    def step(self) -> list:
+        return self._runner.step()
