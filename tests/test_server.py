@@ -235,24 +235,27 @@ def test_disconnect_mid_stream_frees_the_blocks(server):
     assert run(synthesize(server.uri, "Still working?", voice="ryan")).audio
 
 
-def test_oversized_or_malformed_events_close_only_that_connection(server):
-    async def send_raw(data: bytes) -> list[dict]:
-        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        writer.write(data)
-        await writer.drain()
-        lines = []
-        while line := await asyncio.wait_for(reader.readline(), 10):
-            lines.append(json.loads(line))
-            if lines[-1].get("data_length"):
-                lines[-1]["data"] = json.loads(await reader.readexactly(lines[-1]["data_length"]))
-        writer.close()
-        return lines
+async def send_raw(port: int, data: bytes) -> list[dict]:
+    """Raw bytes in; the events the server answers with until it closes (no payloads expected)."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(data)
+    await writer.drain()
+    lines = []
+    while line := await asyncio.wait_for(reader.readline(), 10):
+        lines.append(json.loads(line))
+        if lines[-1].get("data_length"):
+            lines[-1]["data"] = json.loads(await reader.readexactly(lines[-1]["data_length"]))
+    writer.close()
+    return lines
 
-    huge = run(send_raw(b'{"type": "synthesize", "data_length": 999999999}\n'))
+
+def test_oversized_or_malformed_events_close_only_that_connection(server):
+    send = partial(send_raw, server.port)
+    huge = run(send(b'{"type": "synthesize", "data_length": 999999999}\n'))
     assert huge[-1]["type"] == "error" and huge[-1]["data"]["code"] == "BadEvent"
-    garbage = run(send_raw(b"this is not json\n"))
+    garbage = run(send(b"this is not json\n"))
     assert garbage[-1]["data"]["code"] == "BadEvent"
-    inline = run(send_raw(b'{"type": "describe", "data": {}}\n{"type": "ping", "data": {"text": "x"}}\n'
+    inline = run(send(b'{"type": "describe", "data": {}}\n{"type": "ping", "data": {"text": "x"}}\n'
                           b'{"type": "nonsense\n'))
     assert [e["type"] for e in inline] == ["info", "pong", "error"]
     assert run(synthesize(server.uri, "Fine.", voice="ryan")).audio
@@ -380,16 +383,4 @@ def test_a_failure_mid_answer_is_reported_before_the_audio_stop(server, monkeypa
 
 
 def test_deeply_nested_json_is_a_bad_event(server):
-    async def send() -> list[dict]:
-        reader, writer = await asyncio.open_connection("127.0.0.1", server.port)
-        writer.write(b"[" * 30000 + b"\n")
-        await writer.drain()
-        lines = []
-        while line := await asyncio.wait_for(reader.readline(), 10):
-            lines.append(json.loads(line))
-            if lines[-1].get("data_length"):
-                lines[-1]["data"] = json.loads(await reader.readexactly(lines[-1]["data_length"]))
-        writer.close()
-        return lines
-
-    assert run(send())[-1]["data"]["code"] == "BadEvent"
+    assert run(send_raw(server.port, b"[" * 30000 + b"\n"))[-1]["data"]["code"] == "BadEvent"
