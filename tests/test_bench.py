@@ -48,6 +48,7 @@ def test_bench_writes_every_figure(work_dir, tmp_path):
         assert heading in text
     report = json.loads((out / "bench-tiny.json").read_text())
 
+    assert isinstance(report["other_cpu_share"], float) and report["other_cpu_share"] >= 0
     assert report["machine"]["cores"] >= 1 and report["versions"]["openvino"] and report["versions"]["torch"]
     assert report["workload"]["frames"] == FRAMES
     for threads in ("1", "2"):

@@ -15,10 +15,12 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from ..convert.pipeline import convert
+from ..engine.config import RUNNERS
+from ..engine.devices import PRECISIONS
 from ..model.synthetic.presets import PRESETS
 from ..model.synthetic.writer import write_checkpoint
 from .limits import frame_bound, graph_reads, read_bandwidth
-from .machine import machine, versions
+from .machine import Contention, machine, versions
 from .official import bench_official
 from .process import run_isolated, setup_logging
 from .report import Report, compare, markdown, plot, write_json
@@ -28,6 +30,7 @@ log = logging.getLogger("qwen3tts-bench")
 
 TEXT = "Good evening! The living room lights are off, the front door is locked, and tomorrow will be sunny."
 VARIANT = "custom_voice"
+BUSY = 0.05  # share of the CPU other processes may take before the figures are flagged
 
 
 def _levels(text: str) -> list[int]:
@@ -56,7 +59,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--language", default="english")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="inference threads of each implementation")
-    parser.add_argument("--precision", choices=("f32", "bf16", "f16"), default="f32", help="our compute precision")
+    parser.add_argument("--runner", choices=RUNNERS, default="native", help="our step loop")
+    parser.add_argument("--precision", choices=PRECISIONS, default="f32", help="our compute precision")
     parser.add_argument("--bandwidth-mb", type=int, default=1024, help="buffer read to measure bandwidth")
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args(argv)
@@ -98,18 +102,18 @@ def _model_facts(checkpoint: Path, converted: Path) -> dict[str, object]:
             "graphs": {name: g["weights"] for name, g in manifest["graphs"].items()}}
 
 
-def main(argv: list[str] | None = None) -> int:
-    args = parse_args(argv)
-    setup_logging(logging.DEBUG if args.debug else logging.INFO)
+def measure(args: argparse.Namespace, argv: list[str] | None) -> Report:
+    """Every measurement, then the figures derived from them."""
     start = time.perf_counter()
     checkpoint, converted = prepare(args)
+    contention = Contention.start()  # from here on, every figure is a measurement
     work = Workload(args.text, args.speaker, args.language, args.frames, args.runs)
-    setup = EngineSetup(precision=args.precision, threads=args.threads)
-
+    setup = EngineSetup(runner=args.runner, precision=args.precision, threads=args.threads)
     bandwidth = read_bandwidth(args.bandwidth_mb)
     log.info("read bandwidth: %s GB/s", ", ".join(f"{n} thread(s) {s.text()}" for n, s in bandwidth.gb_per_s.items()))
     ours = run_isolated(bench_ours, converted, work, args.streams, setup)
     official = run_isolated(bench_official, checkpoint, work, args.probe_frames, args.threads)
+    other_cpu_share = contention.other_share()
 
     facts = _model_facts(checkpoint, converted)
     steady = f"codec_steady_{setup.steady_chunk}"
@@ -118,22 +122,29 @@ def main(argv: list[str] | None = None) -> int:
                                          ("codec", steady, setup.steady_chunk))}
     kv_per_frame = ours.kv_block_mb * 2**20 / ours.block_size * (ours.prompt_tokens + args.frames / 2)
     one = next(level for level in ours.levels if level.streams == 1)
-    bound = frame_bound(reads, kv_per_frame, bandwidth.best,
-                        {name: one.per_frame_ms[name].median for name in reads})
-    mb_per_frame = {name: {p: r.bytes_per_frame(p) / 1e6 for p in r.precisions} for name, r in reads.items()}
-    report = Report(
+    bound = frame_bound(reads, kv_per_frame, bandwidth.best, {name: one.per_frame_ms[name].median for name in reads})
+    return Report(
         preset=args.preset, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         command=shlex.join(["qwen3tts-bench", *(sys.argv[1:] if argv is None else argv)]),
-        wall_s=time.perf_counter() - start, machine=machine(), versions=versions(), model=facts, workload=work,
-        bandwidth=bandwidth, reads=reads, mb_per_frame=mb_per_frame, bound=bound, ours=ours, official=official,
-        ratios=compare(ours, official))
+        wall_s=time.perf_counter() - start, other_cpu_share=other_cpu_share, machine=machine(), versions=versions(),
+        model=facts, workload=work, bandwidth=bandwidth, reads=reads,
+        mb_per_frame={name: {p: r.bytes_per_frame(p) / 1e6 for p in r.precisions} for name, r in reads.items()},
+        bound=bound, ours=ours, official=official, ratios=compare(ours, official))
 
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse_args(argv)
+    setup_logging(logging.DEBUG if args.debug else logging.INFO)
+    report = measure(args, argv)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"bench-{args.preset}"
     write_json(report, stem.with_suffix(".json"))
-    (stem.with_suffix(".md")).write_text(markdown(report) + "\n", encoding="utf-8")
+    stem.with_suffix(".md").write_text(markdown(report) + "\n", encoding="utf-8")
     plot(report, stem.with_suffix(".png"))
     print(markdown(report))
+    if report.other_cpu_share > BUSY:
+        log.warning("other processes used %.0f %% of the CPU while measuring: the figures are low; run again on a "
+                    "quiet machine", report.other_cpu_share * 100)
     log.info("wrote %s.{json,md,png} in %.1f min", stem, report.wall_s / 60)
     return 0
 

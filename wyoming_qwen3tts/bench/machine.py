@@ -4,7 +4,10 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
+import resource
 import subprocess
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -70,3 +73,35 @@ def _git_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{commit}+dirty" if dirty else commit
+
+
+def _machine_busy_s() -> float:
+    """CPU seconds every process on the machine has used since boot (Linux /proc/stat)."""
+    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    user, nice, system, _idle, _iowait, irq, softirq = ticks[:7]
+    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+
+
+def _own_busy_s() -> float:
+    """CPU seconds of this process and its finished children."""
+    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
+                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
+
+
+@dataclass
+class Contention:
+    """How much of the CPU other processes took while the benchmark ran: a figure measured
+    on a shared machine is only as good as this is small."""
+
+    started: tuple[float, float] = (0.0, 0.0)  # (wall clock, machine CPU s)
+    own_start: float = 0.0
+
+    @classmethod
+    def start(cls) -> "Contention":
+        return cls((time.monotonic(), _machine_busy_s()), _own_busy_s())
+
+    def other_share(self) -> float:
+        """Fraction of all cores' time used by other processes since start()."""
+        wall = time.monotonic() - self.started[0]
+        other = (_machine_busy_s() - self.started[1]) - (_own_busy_s() - self.own_start)
+        return max(0.0, other / (wall * (os.cpu_count() or 1)))

@@ -18,6 +18,7 @@ class Report:
     created: str  # UTC, ISO 8601
     command: str
     wall_s: float  # the whole benchmark, preparation included
+    other_cpu_share: float  # of all cores' time, taken by other processes while measuring
     machine: dict[str, Any]
     versions: dict[str, str | None]
     model: dict[str, Any]  # checkpoint and converted directories, the conversion's manifest facts
@@ -139,10 +140,11 @@ def markdown(r: Report) -> str:
               f"- Workload: \"{w.text}\" ({o.prompt_tokens} prompt tokens), speaker {w.speaker}, {w.language}; "
               f"{w.frames} frames ({w.audio_s:.1f} s of audio) per request, EOS held off; default sampling; "
               f"{w.runs} runs per scenario, figures are median (min–max)",
-              f"- Ours: INT8 weights, {o.setup.precision} compute, {o.setup.kv_precision} KV cache, codec chunks "
+              f"- Ours: {o.setup.runner} runner, INT8 weights, {o.setup.precision} compute, {o.setup.kv_precision} KV cache, codec chunks "
               f"{o.setup.first_chunk} then {o.setup.steady_chunk}, threads {o.setup.threads or m['cores']}; "
               f"load {o.load_s:.1f} s; official: qwen-tts on PyTorch, {r.official.threads} threads",
-              f"- Command: `{r.command}` ({r.wall_s / 60:.1f} min)", ""]
+              f"- Command: `{r.command}` ({r.wall_s / 60:.1f} min); other processes used "
+              f"{r.other_cpu_share:.1%} of the CPU while it measured", ""]
     return "\n".join(header + _one_stream(r) + _levels(r) + _limit(r) + _costs(r))
 
 

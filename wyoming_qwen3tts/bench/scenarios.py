@@ -41,6 +41,7 @@ class Workload:
 
 @dataclass(frozen=True)
 class EngineSetup:
+    runner: str = "native"  # the step loop: native (C++) or python (the reference)
     precision: str = "f32"
     kv_precision: str = "u8"
     threads: int | None = None  # inference threads per graph (None: every core)
@@ -150,16 +151,17 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
     """Load the converted model, warm up, then each concurrency level `work.runs` times."""
     start = time.perf_counter()
     model = LoadedModel(model_dir, precision=setup.precision, kv_precision=setup.kv_precision,
-                        chunks=(setup.first_chunk, setup.steady_chunk), threads=setup.threads)
-    load_s = time.perf_counter() - start
-    loaded = rss_mb()
+                        chunks=(setup.first_chunk, setup.steady_chunk), threads=setup.threads, runner=setup.runner)
     config = EngineConfig(max_batch=max(levels), max_queue=max(levels), min_frames=work.frames,
-                          max_frames=work.frames, first_chunk=setup.first_chunk, steady_chunk=setup.steady_chunk)
+                          max_frames=work.frames, first_chunk=setup.first_chunk, steady_chunk=setup.steady_chunk,
+                          runner=setup.runner)
     voice = VoiceRequest(work.text, work.language, work.speaker)
-    with Scheduler(model, config) as engine:
+    with Scheduler(model, config) as engine:  # the native runner compiles its graphs here
+        load_s = time.perf_counter() - start
+        loaded = rss_mb()
         warm_up = Workload(work.text, work.speaker, work.language, min(work.frames, setup.steady_chunk + 2), 1)
         _one_run(engine, voice, warm_up, 1, seed=1)  # first inferences allocate and pick kernels
         results = [_level(engine, voice, work, n) for n in levels]
         metrics = engine.metrics()
     return OursResult(str(model_dir), setup, load_s, loaded, peak_rss_mb(), len(model.prompt(voice)),
-                      metrics.blocks_total, model.block_size, model.kv_block_bytes / 2**20, results)
+                      metrics.blocks_total, engine.runner.block_size, engine.runner.kv_block_bytes / 2**20, results)
