@@ -72,7 +72,7 @@ Runner::Runner(const RunnerConfig& config) : config_(config) {
   hidden_ = static_cast<int64_t>(config.tts_pad.size());  // inputs_embeds is [?, ?] after the transformation
 
   subcode_ = core_.compile_model(core_.read_model(config.subcode_xml), config.subcode_device,
-                                 to_any(config.plain_properties));
+                                 to_any(config.subcode_properties));
   subcode_req_ = subcode_.create_infer_request();
 
   auto compile_codec = [&](const std::map<int, std::string>& paths) {
@@ -88,7 +88,7 @@ Runner::Runner(const RunnerConfig& config) : config_(config) {
         }
         model->reshape(shapes);
       }
-      graphs.emplace(size, core_.compile_model(model, config.decoder_device, to_any(config.plain_properties)));
+      graphs.emplace(size, core_.compile_model(model, config.decoder_device, to_any(config.decoder_properties)));
     }
     return graphs;
   };

@@ -25,7 +25,8 @@ class LoadedModel:
 
     def __init__(self, model_dir: str | Path, device: str = "CPU", precision: str = "f32",
                  kv_precision: str = "u8", chunks: Collection[int] | None = None, threads: int | None = None,
-                 subcode_device: str | None = None, decoder_device: str | None = None, runner: str = "python") -> None:
+                 subcode_device: str | None = None, decoder_device: str | None = None, runner: str = "python",
+                 cache_dir: str | Path | None = None) -> None:
         """chunks: the codec chunk sizes to compile (None: every exported one). A compiled
         full-size codec graph costs about 1 GB of RAM, so a server compiles only those its
         schedule uses; the offline decoder is compiled on first use. threads: inference
@@ -34,24 +35,24 @@ class LoadedModel:
         sums partial results per thread in an order that follows the batch (last-bit
         differences). device: of the embedding and talker graphs; subcode_device and
         decoder_device (codec) default to it. runner: "native" leaves the talker, subcode
-        and codec chunk graphs to the C++ runner, which compiles its own (no second copy)."""
+        and codec chunk graphs to the C++ runner, which compiles its own (no second copy).
+        cache_dir: OpenVINO's compiled-blob cache (a second start compiles fast)."""
         self.dir = Path(model_dir)
         _, self.spec = read_converted(self.dir, graphs=("embed", "talker", "subcode", "codec"))
         self.tokenizer = TextTokenizer.from_dir(self.dir)
         self.precision, self.kv_precision, self.device = precision, kv_precision, device
         self.devices = {"talker": device, "subcode": subcode_device or device, "decoder": decoder_device or device}
-        self.threads = threads
+        self.threads, self.cache_dir = threads, cache_dir
         # codec chunk graphs get a static batch of 1 on a CPU (the plugin then fuses SnakeBeta;
         # the decoder is compute-bound, so batching streams saves little) and on an NPU
         self.decoder_batch = 1 if self.devices["decoder"].split(".")[0] in ("CPU", "NPU") else 0
         core = ov.Core()
-        plain = compile_config(precision, threads=threads)
-        self.embed = core.compile_model(core.read_model(self.dir / "embed.xml"), device, plain)
-        self._core, self._plain, self._offline = core, plain, None
+        self.embed = core.compile_model(core.read_model(self.dir / "embed.xml"), device, self.properties("talker"))
+        self._core, self._offline = core, None
         self.talker = self.subcode = self.streaming = None
         self.block_size = self.kv_block_bytes = 0
         if runner == "python":
-            self._compile_runner_graphs(core, plain, kv_precision, threads, chunks)
+            self._compile_runner_graphs(core, chunks)
         self._embed_req = self.embed.create_infer_request()
         self.tts_pad = self._embed(np.array([self.spec.text_ids.tts_pad]), np.array([-1]))[0][0]
         log.info("loaded %s on %s (%s, KV %s, for the %s runner)", self.dir, self.devices, precision, kv_precision,
@@ -61,13 +62,16 @@ class LoadedModel:
         """Codec chunk graphs in the directory: size -> IR path, for kind first or steady."""
         return {int(p.stem.rsplit("_", 1)[1]): p for p in sorted(self.dir.glob(f"codec_{kind}_*.xml"))}
 
-    def _compile_runner_graphs(self, core: ov.Core, plain: dict, kv_precision: str, threads: int | None,
-                               chunks: Collection[int] | None) -> None:
+    def properties(self, graph: str, kv_precision: str | None = None) -> dict:
+        """Compile properties of `graph` on its device (devices.compile_config)."""
+        return compile_config(self.precision, kv_precision, self.threads, self.devices[graph], self.cache_dir)
+
+    def _compile_runner_graphs(self, core: ov.Core, chunks: Collection[int] | None) -> None:
         """The graphs the Python reference runner steps through."""
-        self.subcode = core.compile_model(core.read_model(self.dir / "subcode.xml"), self.devices["subcode"], plain)
+        self.subcode = core.compile_model(core.read_model(self.dir / "subcode.xml"), self.devices["subcode"],
+                                          self.properties("subcode"))
         talker = to_paged(core.read_model(self.dir / "talker.xml"), self.spec.talker.stack.num_layers)
-        self.talker = core.compile_model(talker, self.devices["talker"],
-                                         compile_config(self.precision, kv_precision, threads))
+        self.talker = core.compile_model(talker, self.devices["talker"], self.properties("talker", self.kv_precision))
         self.block_size = int(self.talker.input("value_cache.0").get_partial_shape()[2].get_length())
         self.kv_block_bytes = sum(  # one block of every layer's key and value cache, as compiled
             port.get_element_type().size * int(np.prod([d.get_length() for d in list(port.get_partial_shape())[1:]]))
@@ -77,7 +81,7 @@ class LoadedModel:
             graph = core.read_model(path)
             if self.decoder_batch:
                 fix_batch(graph, self.decoder_batch)
-            return core.compile_model(graph, self.devices["decoder"], plain)
+            return core.compile_model(graph, self.devices["decoder"], self.properties("decoder"))
 
         graphs = {kind: {n: compile_chunk(p) for n, p in self.exported_chunks(kind).items()
                          if chunks is None or n in chunks} for kind in ("first", "steady")}
@@ -98,8 +102,11 @@ class LoadedModel:
         if codes.shape[0] == 0:
             return np.zeros(0, np.float32)
         if self._offline is None:
-            self._offline = self._core.compile_model(self._core.read_model(self.dir / "codec.xml"),
-                                                     self.devices["decoder"], self._plain)
+            # the offline graph has dynamic length: never on a static-shape-only device
+            device = "CPU" if self.devices["decoder"].split(".")[0] == "NPU" else self.devices["decoder"]
+            self._offline = self._core.compile_model(self._core.read_model(self.dir / "codec.xml"), device,
+                                                     compile_config(self.precision, None, self.threads, device,
+                                                                    self.cache_dir))
         return self._offline({"codes": codes.T[None].astype(np.int64)})["pcm"][0].copy()
 
     def prompt(self, req: VoiceRequest) -> Prompt:

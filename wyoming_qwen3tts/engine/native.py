@@ -11,7 +11,6 @@ from __future__ import annotations
 import numpy as np
 
 from .config import EngineConfig
-from .devices import compile_config
 from .model import LoadedModel
 from .runner import SUBCODE_STEPS, ChunkSchedule, StepTimes, request_uniforms
 from .sampling import SamplingParams
@@ -42,8 +41,9 @@ class NativeRunner:
         c.steady_xml = {n: str(p) for n, p in model.exported_chunks("steady").items() if n in chunks}
         c.talker_device, c.subcode_device = model.devices["talker"], model.devices["subcode"]
         c.decoder_device, c.decoder_batch = model.devices["decoder"], model.decoder_batch
-        c.talker_properties = _properties(compile_config(model.precision, model.kv_precision, model.threads))
-        c.plain_properties = _properties(compile_config(model.precision, threads=model.threads))
+        c.talker_properties = _properties(model.properties("talker", model.kv_precision))
+        c.subcode_properties = _properties(model.properties("subcode"))
+        c.decoder_properties = _properties(model.properties("decoder"))
         c.num_layers = spec.talker.stack.num_layers
         c.kv_blocks = config.kv_blocks or 0
         c.kv_cache_bytes = config.kv_cache_mb * 2**20

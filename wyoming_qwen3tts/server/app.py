@@ -9,12 +9,13 @@ from functools import partial
 from pathlib import Path
 from urllib.parse import urlparse
 
+import openvino as ov
 from wyoming.event import async_get_stdin, async_get_stdout
 from wyoming.server import AsyncServer
 
 from .. import __version__
 from ..config import ConfigError, ServerConfig, apply_overrides, load_config
-from ..engine.devices import KV_PRECISIONS, PRECISIONS
+from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISIONS, describe_devices, place
 from ..engine.model import LoadedModel
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
@@ -37,6 +38,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--uri", help="tcp://HOST:PORT, unix://PATH or stdio:// (default tcp://0.0.0.0:10200)")
     parser.add_argument("--voice", help="default voice")
     parser.add_argument("--device", help="OpenVINO device of every graph (CPU, GPU, NPU, AUTO)")
+    for graph in GRAPHS:
+        parser.add_argument(f"--device-{graph}", help=f"device of the {graph} only (overrides --device)")
+    parser.add_argument("--list-devices", action="store_true", help="print what OpenVINO sees and where each "
+                        "graph would run, then exit")
     parser.add_argument("--threads", type=int, help="inference threads per graph")
     parser.add_argument("--precision", choices=PRECISIONS)
     parser.add_argument("--kv-precision", choices=KV_PRECISIONS)
@@ -53,13 +58,19 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
+def requested_devices(config: ServerConfig) -> dict[str, str]:
+    return {graph: getattr(config.devices, graph) for graph in GRAPHS}
+
+
 def build_service(config: ServerConfig) -> Service:
     """Convert if needed, compile, start the engine, warm it up."""
+    devices = place(requested_devices(config), ov.Core().available_devices)
     model_dir = prepare_model(config.model.source, config.model.data_path, config.model.weights)
-    engine_config, dev = config.engine, config.devices
-    model = LoadedModel(model_dir, dev.talker, config.precision.inference, config.precision.kv_cache,
-                        chunks=(engine_config.first_chunk, engine_config.steady_chunk), threads=dev.threads,
-                        subcode_device=dev.subcode, decoder_device=dev.decoder, runner=engine_config.runner)
+    engine_config = config.engine
+    model = LoadedModel(model_dir, devices["talker"], config.precision.inference, config.precision.kv_cache,
+                        chunks=(engine_config.first_chunk, engine_config.steady_chunk), threads=config.devices.threads,
+                        subcode_device=devices["subcode"], decoder_device=devices["decoder"],
+                        runner=engine_config.runner, cache_dir=config.model.data_path / "ov-cache")
     catalogue = Catalogue(model.spec, config.voices, config.server.default_voice)
     for problem in catalogue.errors:
         log.warning("voice skipped: %s", problem)
@@ -123,7 +134,12 @@ def main(argv: list[str] | None = None) -> int:
                                  runner=args.runner,
                                  first_chunk=args.first_chunk, steady_chunk=args.steady_chunk, uri=args.uri,
                                  zeroconf=args.zeroconf, samples_per_chunk=args.samples_per_chunk,
-                                 greedy=args.greedy, seed=args.seed, voice=args.voice)
+                                 greedy=args.greedy, seed=args.seed, voice=args.voice,
+                                 talker_device=args.device_talker, subcode_device=args.device_subcode,
+                                 decoder_device=args.device_decoder)
+        if args.list_devices:
+            print(describe_devices(ov.Core(), requested_devices(config)))  # noqa: T201 - the command's output
+            return 0
         service = build_service(config)
     except (ConfigError, ModelSourceError, CatalogueError, ValueError, EngineError, TimeoutError) as e:
         log.error("%s", e)

@@ -1,5 +1,8 @@
 """`--model` to a converted directory: use a conversion as is, or convert a checkpoint
-directory or hub repo id once into the data dir and reuse it on every later start."""
+directory or hub repo id (`owner/name`, or `owner/name@revision`) once into the data dir,
+keyed by source, revision and weight format, and reuse it on every later start. A missing,
+half-written or outdated conversion (manifest.read_converted checks files and sizes) is
+converted again."""
 from __future__ import annotations
 
 import hashlib
@@ -11,7 +14,7 @@ from ..convert.manifest import MANIFEST, ConvertedModelError, read_converted
 
 log = logging.getLogger(__name__)
 
-_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+_REPO_ID = re.compile(r"^[\w.-]+/[\w.-]+(@[\w./-]+)?$")
 
 
 class ModelSourceError(ValueError):
@@ -25,7 +28,7 @@ def conversion_dir(source: str, data_dir: Path, weights: str) -> Path:
         digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
         return data_dir / "converted" / f"{path.resolve().name}-{digest}-{weights}"
     if _REPO_ID.match(source):
-        return data_dir / "converted" / f"{source.replace('/', '--')}-{weights}"
+        return data_dir / "converted" / f"{source.replace('/', '--')}-{weights}"  # revision included
     raise ModelSourceError(f"--model {source}: neither a directory nor a hub repo id "
                            f"(like Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice)")
 
@@ -49,7 +52,10 @@ def prepare_model(source: str, data_dir: Path, weights: str = "int8") -> Path:
         raise ModelSourceError(f"converting {source} needs the conversion extra: "
                                f"pip install 'wyoming-qwen3tts[convert]' ({e})") from None
     log.info("converting %s into %s (once; later starts reuse it)", source, out)
+    repo, _, revision = source.partition("@")
     try:
-        return convert(str(path) if path.is_dir() else source, out, weights=weights, force=out.exists())
+        if path.is_dir():
+            return convert(str(path), out, weights=weights, force=out.exists())
+        return convert(repo, out, weights=weights, force=out.exists(), revision=revision or None)
     except ConvertError as e:
         raise ModelSourceError(f"--model {source}: {e}") from None

@@ -24,7 +24,7 @@ struct RunnerConfig {
   std::string talker_xml, subcode_xml;
   std::map<int, std::string> first_xml, steady_xml;  // codec chunk graphs to compile, by size
   std::string talker_device = "CPU", subcode_device = "CPU", decoder_device = "CPU";
-  Properties talker_properties, plain_properties;     // compile properties (the talker's carry the KV precision)
+  Properties talker_properties, subcode_properties, decoder_properties;  // compile properties, per graph
   int64_t decoder_batch = 0;                          // static batch for the codec graphs (0: as stored)
   int64_t num_layers = 0;
   int64_t kv_blocks = 0;                              // pool size in blocks, or 0: from kv_cache_bytes
