@@ -137,10 +137,10 @@ def main(argv: list[str] | None = None) -> int:
     setup_logging(logging.DEBUG if args.debug else logging.INFO)
     report = measure(args, argv)
     args.out.mkdir(parents=True, exist_ok=True)
-    stem = args.out / f"bench-{args.preset}"
-    write_json(report, stem.with_suffix(".json"))
-    stem.with_suffix(".md").write_text(markdown(report) + "\n", encoding="utf-8")
-    plot(report, stem.with_suffix(".png"))
+    stem = args.out / f"bench-{args.preset}"  # bench-0.6b: not a suffix to replace
+    write_json(report, Path(f"{stem}.json"))
+    Path(f"{stem}.md").write_text(markdown(report) + "\n", encoding="utf-8")
+    plot(report, Path(f"{stem}.png"))
     print(markdown(report))
     if report.other_cpu_share > BUSY:
         log.warning("other processes used %.0f %% of the CPU while measuring: the figures are low; run again on a "
