@@ -21,7 +21,7 @@ from wyoming_qwen3tts.client import ClientError, Reply, pieces, synthesize
 from wyoming_qwen3tts.config import ServerConfig, apply_overrides
 from wyoming_qwen3tts.engine.config import EngineConfig
 from wyoming_qwen3tts.server.app import build_service
-from wyoming_qwen3tts.server.handler import TtsHandler
+from wyoming_qwen3tts.server.handler import ServiceSlot, TtsHandler
 
 FRAME = 1920  # samples per 80 ms frame at 24 kHz
 THREE = "The first sentence is here. A second one follows it! And a third, to finish?"
@@ -36,8 +36,9 @@ def free_port() -> int:
 class Server:
     """The server's handler on its own event loop thread, as `wyoming-qwen3tts` runs it."""
 
-    def __init__(self, service) -> None:
+    def __init__(self, service, slot: ServiceSlot | None = None) -> None:
         self.service = service
+        self.slot = slot or ServiceSlot(service.info, service)
         self.port = free_port()
         self.uri = f"tcp://127.0.0.1:{self.port}"
         self.loop = asyncio.new_event_loop()
@@ -46,7 +47,7 @@ class Server:
 
         def run() -> None:
             asyncio.set_event_loop(self.loop)
-            self.loop.run_until_complete(self._server.start(partial(TtsHandler, service)))
+            self.loop.run_until_complete(self._server.start(partial(TtsHandler, self.slot)))
             started.set()
             self.loop.run_forever()
 
@@ -384,3 +385,29 @@ def test_a_failure_mid_answer_is_reported_before_the_audio_stop(server, monkeypa
 
 def test_deeply_nested_json_is_a_bad_event(server):
     assert run(send_raw(server.port, b"[" * 30000 + b"\n"))[-1]["data"]["code"] == "BadEvent"
+
+
+def test_describe_is_answered_while_the_model_loads(server):
+    from wyoming_qwen3tts.server.voices import build_info
+
+    slot = ServiceSlot(build_info(None, "0.1.0", loading="Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"))
+    loading = Server(server.service, slot)
+    try:
+        async def describe() -> Info:
+            async with AsyncClient.from_uri(loading.uri) as client:
+                await client.write_event(Describe().event())
+                return Info.from_event(await client.read_event())
+
+        (program,) = run(describe()).tts
+        assert program.installed and program.voices == [] and program.description.startswith("loading Qwen/")
+        with pytest.raises(ClientError) as error:
+            run(synthesize(loading.uri, "Too early.", voice="ryan"))
+        assert error.value.code == "NotReady"
+        with pytest.raises(ClientError) as error:
+            run(synthesize(loading.uri, "Too early.", voice="ryan", streaming=True))
+        assert error.value.code == "NotReady"
+        slot.service, slot.info = server.service, server.service.info  # loaded
+        assert len(run(describe()).tts[0].voices) == 9
+        assert run(synthesize(loading.uri, "Now.", voice="ryan")).audio
+    finally:
+        loading.close()

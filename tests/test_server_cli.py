@@ -8,7 +8,7 @@ import sys
 import time
 
 from wyoming.client import AsyncClient
-from wyoming.info import Describe
+from wyoming.info import Describe, Info
 from wyoming.tts import SynthesizeChunk, SynthesizeStart
 
 from wyoming_qwen3tts import __version__
@@ -16,11 +16,14 @@ from wyoming_qwen3tts.client import synthesize
 from test_server import free_port
 
 
-def describe(uri: str) -> bool:
+def ready(uri: str, seen: list[str]) -> bool:
+    """Whether the server lists its voices (it answers describe while loading, without)."""
     async def ask() -> bool:
         async with AsyncClient.from_uri(uri, connect_timeout=1, read_timeout=5) as client:
             await client.write_event(Describe().event())
-            return (await client.read_event()).type == "info"
+            (program,) = Info.from_event(await client.read_event()).tts
+            seen.append(program.description)
+            return bool(program.voices)
 
     try:
         return asyncio.run(ask())
@@ -39,7 +42,8 @@ def test_the_server_process_serves_and_stops(converted_factory, tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 120
-        while not describe(uri):
+        descriptions: list[str] = []
+        while not ready(uri, descriptions):
             assert proc.poll() is None, proc.stdout.read()
             assert time.monotonic() < deadline, "the server did not come up"
             time.sleep(0.3)
@@ -64,6 +68,8 @@ def test_the_server_process_serves_and_stops(converted_factory, tmp_path):
             proc.wait()
     log = proc.stdout.read()
     assert "voice ryan" in log and "ready on" in log and "Traceback" not in log
+    assert descriptions[-1].endswith("on OpenVINO")  # loading answers, if any came first, say "loading ..."
+    assert all(d.startswith("loading ") for d in descriptions[:-1])
 
 
 def test_version_and_bad_settings(tmp_path):

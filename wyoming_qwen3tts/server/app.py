@@ -21,7 +21,7 @@ from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
 from ..engine.stream import EngineError
 from ..model.prompt import VoiceRequest
-from .handler import Service, TtsHandler
+from .handler import Service, ServiceSlot, TtsHandler
 from .models import ModelSourceError, prepare_model
 from .voices import Catalogue, CatalogueError, build_info
 
@@ -85,20 +85,38 @@ def build_service(config: ServerConfig) -> Service:
                    server.max_text_chars, server.max_sentence_chars)
 
 
-async def serve(service: Service, uri: str, zeroconf_name: str | None) -> None:
-    """Serve until stopped (SIGTERM). The engine is closed while the event loop still
-    runs, so the requests it aborts can end their streams on it."""
+async def serve(config: ServerConfig) -> None:
+    """Listen at once (describe is answered while the model loads: the first start downloads
+    and converts it), load, then serve until stopped (SIGTERM). The engine is closed while
+    the event loop still runs, so the requests it aborts can end their streams on it."""
+    uri = config.server.uri
+    slot = ServiceSlot(build_info(None, __version__, loading=config.model.source))
     try:
         if uri.startswith("stdio://"):  # our own read loop: bounded reads, and the end of input
-            await TtsHandler(service, await async_get_stdin(), await async_get_stdout()).run()  # finishes replies
+            slot.service = await asyncio.to_thread(build_service, config)  # finishes replies
+            await TtsHandler(slot, await async_get_stdin(), await async_get_stdout()).run()
             return
         server = AsyncServer.from_uri(uri)
-        if zeroconf_name:
-            await announce(uri, zeroconf_name)
+        serving = asyncio.create_task(server.run(partial(TtsHandler, slot)))
+        loading = asyncio.create_task(asyncio.to_thread(build_service, config))
+        await asyncio.wait({serving, loading}, return_when=asyncio.FIRST_COMPLETED)
+        if serving.done():  # could not listen (port taken?) or stopped while loading
+            loading.add_done_callback(_close_when_loaded)
+            return serving.result()
+        slot.service = loading.result()
+        slot.info = slot.service.info
+        if config.server.zeroconf:
+            await announce(uri, config.server.zeroconf)
         log.info("ready on %s", uri)
-        await server.run(partial(TtsHandler, service))
+        await serving
     finally:
-        await asyncio.to_thread(service.engine.close)
+        if slot.service is not None:
+            await asyncio.to_thread(slot.service.engine.close)
+
+
+def _close_when_loaded(loading: asyncio.Task) -> None:
+    if not loading.cancelled() and loading.exception() is None:
+        loading.result().engine.close()
 
 
 async def announce(uri: str, name: str) -> None:
@@ -140,19 +158,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.list_devices:
             print(describe_devices(ov.Core(), requested_devices(config)))  # noqa: T201 - the command's output
             return 0
-        service = build_service(config)
-    except (ConfigError, ModelSourceError, CatalogueError, ValueError, EngineError, TimeoutError) as e:
-        log.error("%s", e)
-        return 2
-    try:
-        asyncio.run(serve(service, config.server.uri, config.server.zeroconf))
-    except (ConfigError, OSError) as e:  # e.g. the port is taken
-        log.error("%s", e)
+        asyncio.run(serve(config))
+    except (ConfigError, ModelSourceError, CatalogueError, ValueError, EngineError, TimeoutError, OSError) as e:
+        log.error("%s", e)  # bad settings or model, a port that is taken, a failed warm-up
         return 2
     except KeyboardInterrupt:
         pass
-    finally:
-        service.engine.close()
     return 0
 
 

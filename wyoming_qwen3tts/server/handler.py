@@ -37,7 +37,8 @@ MAX_RESPONSES = 4  # responses queued on one connection; more get a Busy error
 
 @dataclass(frozen=True)
 class Service:
-    """What every connection shares: the engine, the voices and the server settings."""
+    """What every connection shares once the model is loaded: the engine, the voices and
+    the server settings."""
 
     engine: Scheduler
     catalogue: Catalogue
@@ -48,18 +49,31 @@ class Service:
     max_sentence_chars: int
 
 
+@dataclass
+class ServiceSlot:
+    """The service, once loading (download, conversion, compilation, warm-up) is done; until
+    then `describe` gets the loading info and synthesis a NotReady error."""
+
+    info: Info
+    service: Service | None = None
+
+
 class TtsHandler(AsyncEventHandler):
     """Describe, one-shot `synthesize`, and streaming synthesize-start/chunk/stop."""
 
-    def __init__(self, service: Service, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    def __init__(self, slot: ServiceSlot, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         super().__init__(reader, writer)
-        self.service = service
+        self.slot = slot
         self._peer = writer.get_extra_info("peername") or "client"
         self._tasks: list[asyncio.Task] = []
         self._speeches: list[Speech] = []
         self._stream: tuple[Speech, SentenceSplitter] | None = None  # an open synthesize-start
         self._count = 0
         self._gone = False
+
+    @property
+    def service(self) -> Service:
+        return self.slot.service
 
     def _busy(self) -> bool:
         self._tasks = [t for t in self._tasks if not t.done()]
@@ -120,9 +134,13 @@ class TtsHandler(AsyncEventHandler):
     async def handle_event(self, event: Event) -> bool:
         try:
             if Describe.is_type(event.type):
-                await self._send(self.service.info.event())
+                await self._send(self.slot.info.event())
             elif Ping.is_type(event.type):
                 await self._send(Pong(text=Ping.from_event(event).text).event())
+            elif (SynthesizeStart.is_type(event.type) or (Synthesize.is_type(event.type) and self._stream is None)) \
+                    and self.slot.service is None:
+                await self._send(Error(text="the model is still loading (the first start downloads and converts "
+                                            "it); try again shortly", code="NotReady").event())
             elif (SynthesizeStart.is_type(event.type) or (Synthesize.is_type(event.type) and self._stream is None)) \
                     and self._busy() and len(self._tasks) >= MAX_RESPONSES:
                 await self._send(Error(text=f"busy: {len(self._tasks)} responses are already queued on this "

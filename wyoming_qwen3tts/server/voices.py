@@ -211,11 +211,14 @@ class Catalogue:
                           ref_audio=voice.ref_audio, ref_text=voice.ref_text, x_vector_only=voice.x_vector_only)
 
 
-def build_info(catalogue: Catalogue, version: str) -> Info:
-    """Wyoming `Info`: one installed TTS program with every voice, identical on every call."""
-    voices = [TtsVoice(name=e.name, attribution=ATTRIBUTION, installed=True, description=e.description,
-                       version=None, languages=list(e.languages), speakers=None) for e in catalogue.voices]
-    program = TtsProgram(name=PROGRAM_NAME, attribution=ATTRIBUTION, installed=True,
-                         description=f"{catalogue.label} on OpenVINO", version=version, voices=voices,
-                         supports_synthesize_streaming=True)
+def build_info(catalogue: Catalogue | None, version: str, loading: str = "") -> Info:
+    """Wyoming `Info`: one installed TTS program with every voice, identical on every call.
+    While the model loads (no catalogue yet) the program is there without voices, so
+    `describe` is answered from the start."""
+    voices = [] if catalogue is None else [
+        TtsVoice(name=e.name, attribution=ATTRIBUTION, installed=True, description=e.description, version=None,
+                 languages=list(e.languages), speakers=None) for e in catalogue.voices]
+    description = f"{catalogue.label} on OpenVINO" if catalogue is not None else f"loading {loading}"
+    program = TtsProgram(name=PROGRAM_NAME, attribution=ATTRIBUTION, installed=True, description=description,
+                         version=version, voices=voices, supports_synthesize_streaming=True)
     return Info(tts=[program])
