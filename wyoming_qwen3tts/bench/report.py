@@ -154,6 +154,7 @@ def plot(r: Report, path: Path) -> None:
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from matplotlib.ticker import NullLocator
 
     levels = r.ours.levels
     streams = [level.streams for level in levels]
@@ -162,11 +163,12 @@ def plot(r: Report, path: Path) -> None:
     left.errorbar(streams, [f.median for f in fps], yerr=[[f.median - f.min for f in fps], [f.max - f.median for f in fps]],
                   marker="o", capsize=3, label="ours")
     left.plot(streams, [n / FRAME_S for n in streams], "k--", lw=1, label="real time for every stream")
-    left.plot(streams, [n * 1e3 / r.bound.bound_ms["total"] for n in streams], ":", color="gray",
-              label="bandwidth bound")
+    left.plot(streams, [n * 1e3 / r.bound.bound_ms["total"] for n in streams], ":", color="tab:green", lw=2,
+              label="bandwidth bound (weights read once per step)")
     left.plot([1], [r.official.e2e_fps.median], "s", color="tab:red", label=f"official ({r.official.dtype})")
     left.set(xlabel="concurrent streams", ylabel="frames/s (all streams)", xscale="log", yscale="log",
              title=f"Throughput, {r.preset}")
+    left.xaxis.set_minor_locator(NullLocator())
     left.set_xticks(streams, [str(n) for n in streams])
     left.legend(fontsize=8)
     right.boxplot([[t * 1e3 for t in level.ttfa_s] for level in levels], tick_labels=[str(n) for n in streams])
