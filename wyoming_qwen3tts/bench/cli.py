@@ -113,7 +113,7 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> Report:
     log.info("read bandwidth: %s GB/s", ", ".join(f"{n} thread(s) {s.text()}" for n, s in bandwidth.gb_per_s.items()))
     ours = run_isolated(bench_ours, converted, work, args.streams, setup)
     official = run_isolated(bench_official, checkpoint, work, args.probe_frames, args.threads)
-    other_cpu_share = contention.other_share()
+    other_cpu_share, steal_share = contention.shares()
 
     facts = _model_facts(checkpoint, converted)
     steady = f"codec_steady_{setup.steady_chunk}"
@@ -126,7 +126,8 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> Report:
     return Report(
         preset=args.preset, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         command=shlex.join(["qwen3tts-bench", *(sys.argv[1:] if argv is None else argv)]),
-        wall_s=time.perf_counter() - start, other_cpu_share=other_cpu_share, machine=machine(), versions=versions(),
+        wall_s=time.perf_counter() - start, other_cpu_share=other_cpu_share,
+        steal_share=steal_share, machine=machine(), versions=versions(),
         model=facts, workload=work, bandwidth=bandwidth, reads=reads,
         mb_per_frame={name: {p: r.bytes_per_frame(p) / 1e6 for p in r.precisions} for name, r in reads.items()},
         bound=bound, ours=ours, official=official, ratios=compare(ours, official))
@@ -142,9 +143,10 @@ def main(argv: list[str] | None = None) -> int:
     Path(f"{stem}.md").write_text(markdown(report) + "\n", encoding="utf-8")
     plot(report, Path(f"{stem}.png"))
     print(markdown(report))
-    if report.other_cpu_share > BUSY:
-        log.warning("other processes used %.0f %% of the CPU while measuring: the figures are low; run again on a "
-                    "quiet machine", report.other_cpu_share * 100)
+    if report.other_cpu_share + report.steal_share > BUSY:
+        log.warning("others took %.0f %% of the CPU while measuring (processes %.0f %%, other VMs %.0f %%): the "
+                    "figures are low; run again on a quiet machine", (report.other_cpu_share + report.steal_share) * 100,
+                    report.other_cpu_share * 100, report.steal_share * 100)
     log.info("wrote %s.{json,md,png} in %.1f min", stem, report.wall_s / 60)
     return 0
 

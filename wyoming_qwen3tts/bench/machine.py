@@ -75,11 +75,13 @@ def _git_commit() -> str | None:
     return f"{commit}+dirty" if dirty else commit
 
 
-def _machine_busy_s() -> float:
-    """CPU seconds every process on the machine has used since boot (Linux /proc/stat)."""
+def _machine_cpu_s() -> tuple[float, float]:
+    """(CPU seconds every process on the machine has used, CPU seconds the hypervisor gave
+    to other guests) since boot (Linux /proc/stat)."""
     ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq = ticks[:7]
-    return (user + nice + system + irq + softirq) / os.sysconf("SC_CLK_TCK")
+    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks[:8]
+    hz = os.sysconf("SC_CLK_TCK")
+    return (user + nice + system + irq + softirq) / hz, steal / hz
 
 
 def _own_busy_s() -> float:
@@ -90,18 +92,21 @@ def _own_busy_s() -> float:
 
 @dataclass
 class Contention:
-    """How much of the CPU other processes took while the benchmark ran: a figure measured
-    on a shared machine is only as good as this is small."""
+    """How much of the CPU others took while the benchmark ran: other processes, and other
+    virtual machines (steal). A figure measured on a shared machine is only as good as these
+    are small."""
 
-    started: tuple[float, float] = (0.0, 0.0)  # (wall clock, machine CPU s)
-    own_start: float = 0.0
+    wall: float
+    machine: tuple[float, float]  # _machine_cpu_s() at start
+    own: float
 
     @classmethod
     def start(cls) -> "Contention":
-        return cls((time.monotonic(), _machine_busy_s()), _own_busy_s())
+        return cls(time.monotonic(), _machine_cpu_s(), _own_busy_s())
 
-    def other_share(self) -> float:
-        """Fraction of all cores' time used by other processes since start()."""
-        wall = time.monotonic() - self.started[0]
-        other = (_machine_busy_s() - self.started[1]) - (_own_busy_s() - self.own_start)
-        return max(0.0, other / (wall * (os.cpu_count() or 1)))
+    def shares(self) -> tuple[float, float]:
+        """(other processes, stolen) as fractions of all cores' time since start()."""
+        capacity = (time.monotonic() - self.wall) * (os.cpu_count() or 1)
+        busy, steal = _machine_cpu_s()
+        other = (busy - self.machine[0]) - (_own_busy_s() - self.own)
+        return max(0.0, other / capacity), (steal - self.machine[1]) / capacity

@@ -19,6 +19,7 @@ class Report:
     command: str
     wall_s: float  # the whole benchmark, preparation included
     other_cpu_share: float  # of all cores' time, taken by other processes while measuring
+    steal_share: float  # ... and by other virtual machines on the host (steal time)
     machine: dict[str, Any]
     versions: dict[str, str | None]
     model: dict[str, Any]  # checkpoint and converted directories, the conversion's manifest facts
@@ -143,8 +144,8 @@ def markdown(r: Report) -> str:
               f"- Ours: {o.setup.runner} runner, INT8 weights, {o.setup.precision} compute, {o.setup.kv_precision} KV cache, codec chunks "
               f"{o.setup.first_chunk} then {o.setup.steady_chunk}, threads {o.setup.threads or m['cores']}; "
               f"load {o.load_s:.1f} s; official: qwen-tts on PyTorch, {r.official.threads} threads",
-              f"- Command: `{r.command}` ({r.wall_s / 60:.1f} min); other processes used "
-              f"{r.other_cpu_share:.1%} of the CPU while it measured", ""]
+              f"- Command: `{r.command}` ({r.wall_s / 60:.1f} min); while it measured, other processes used "
+              f"{r.other_cpu_share:.1%} of the CPU and other virtual machines took {r.steal_share:.1%} (steal)", ""]
     return "\n".join(header + _one_stream(r) + _levels(r) + _limit(r) + _costs(r))
 
 
