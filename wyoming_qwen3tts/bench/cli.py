@@ -121,8 +121,8 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> Report:
              for name, graph, frames in (("talker", "talker", 1), ("subcode", "subcode", 1),
                                          ("codec", steady, setup.steady_chunk))}
     kv_per_frame = ours.kv_block_mb * 2**20 / ours.block_size * (ours.prompt_tokens + args.frames / 2)
-    one = next(level for level in ours.levels if level.streams == 1)
-    bound = frame_bound(reads, kv_per_frame, bandwidth.best, {name: one.per_frame_ms[name].median for name in reads})
+    bound = frame_bound(reads, kv_per_frame, bandwidth.best,
+                        {name: ours.one.per_frame_ms[name].median for name in reads})
     return Report(
         preset=args.preset, created=datetime.now(timezone.utc).isoformat(timespec="seconds"),
         command=shlex.join(["qwen3tts-bench", *(sys.argv[1:] if argv is None else argv)]),

@@ -77,6 +77,11 @@ class OursResult:
     kv_block_mb: float
     levels: list[LevelResult]
 
+    @property
+    def one(self) -> LevelResult:
+        """The one-stream scenario (the CLI always runs it)."""
+        return next(level for level in self.levels if level.streams == 1)
+
 
 @dataclass
 class _Run:
