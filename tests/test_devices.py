@@ -113,3 +113,10 @@ def test_hub_ids_are_keyed_by_revision(tmp_path):
     with pytest.raises(ModelSourceError, match="neither a directory nor a hub repo id"):
         conversion_dir("not a model", tmp_path, "int8")
     assert models._REPO_ID.match("Qwen/Qwen3-TTS-12Hz-1.7B-Base@refs/pr/3")
+
+
+def test_codec_chunk_graphs_are_static_where_that_pays_or_is_needed():
+    from wyoming_qwen3tts.engine.devices import dynamic_device, static_batch
+
+    assert [static_batch(d) for d in ("CPU", "NPU", "GPU", "GPU.1", "AUTO")] == [1, 1, 0, 0, 0]
+    assert [dynamic_device(d) for d in ("NPU", "GPU.0", "CPU")] == ["CPU", "GPU.0", "CPU"]

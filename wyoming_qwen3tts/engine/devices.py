@@ -29,6 +29,18 @@ def _kind(device: str) -> str:
     return device.split(".")[0]
 
 
+def static_batch(device: str) -> int:
+    """Batch the codec chunk graphs are fixed to on `device` (0: left dynamic). A static
+    batch of 1 on the CPU lets the plugin fuse SnakeBeta (the decoder is compute-bound,
+    batching streams saves little); static-shape-only devices need it."""
+    return 1 if _kind(device) == "CPU" or _kind(device) in STATIC_ONLY_DEVICES else 0
+
+
+def dynamic_device(device: str) -> str:
+    """`device` for a graph with dynamic shapes: the CPU instead of a static-only device."""
+    return "CPU" if _kind(device) in STATIC_ONLY_DEVICES else device
+
+
 def place(requested: Mapping[str, str], available: Sequence[str]) -> dict[str, str]:
     """Each graph's device: the requested one when OpenVINO has it (GPU matches GPU.0 ...),
     else the CPU with a warning; AUTO is left to OpenVINO. Raises DeviceError when a

@@ -44,6 +44,9 @@ class MetricsWindow:
     def add(self, now: float, frames: int, seconds: float) -> None:
         self._steps.append((now, frames, seconds))
         self.frames_total += frames
+        self._evict(now)
+
+    def _evict(self, now: float) -> None:
         while self._steps and self._steps[0][0] < now - WINDOW_S:
             self._steps.popleft()
 
@@ -54,8 +57,7 @@ class MetricsWindow:
             self._ttfa.append(result.ttfa_s)
 
     def snapshot(self, times: StepTimes, **state: int) -> EngineMetrics:
-        while self._steps and self._steps[0][0] < time.monotonic() - WINDOW_S:
-            self._steps.popleft()
+        self._evict(time.monotonic())
         busy = sum(s for _, _, s in self._steps)
         frames = sum(f for _, f, _ in self._steps)
         ttfa = np.array(self._ttfa) if self._ttfa else None

@@ -15,7 +15,7 @@ from ..model.embed import PromptEmbeds
 from ..model.prompt import REF_FRAME, SPEAKER_SLOT, Prompt, PromptError, VoiceRequest, build_prompt
 from ..model.tokenizer import TextTokenizer
 from .codec_stream import StreamingCodec
-from .devices import compile_config
+from .devices import compile_config, dynamic_device, static_batch
 
 log = logging.getLogger(__name__)
 
@@ -40,12 +40,10 @@ class LoadedModel:
         self.dir = Path(model_dir)
         _, self.spec = read_converted(self.dir, graphs=("embed", "talker", "subcode", "codec"))
         self.tokenizer = TextTokenizer.from_dir(self.dir)
-        self.precision, self.kv_precision, self.device = precision, kv_precision, device
+        self.precision, self.kv_precision = precision, kv_precision
         self.devices = {"talker": device, "subcode": subcode_device or device, "decoder": decoder_device or device}
         self.threads, self.cache_dir = threads, cache_dir
-        # codec chunk graphs get a static batch of 1 on a CPU (the plugin then fuses SnakeBeta;
-        # the decoder is compute-bound, so batching streams saves little) and on an NPU
-        self.decoder_batch = 1 if self.devices["decoder"].split(".")[0] in ("CPU", "NPU") else 0
+        self.decoder_batch = static_batch(self.devices["decoder"])
         core = ov.Core()
         self.embed = core.compile_model(core.read_model(self.dir / "embed.xml"), device, self.properties("talker"))
         self._core, self._offline = core, None
@@ -102,8 +100,7 @@ class LoadedModel:
         if codes.shape[0] == 0:
             return np.zeros(0, np.float32)
         if self._offline is None:
-            # the offline graph has dynamic length: never on a static-shape-only device
-            device = "CPU" if self.devices["decoder"].split(".")[0] == "NPU" else self.devices["decoder"]
+            device = dynamic_device(self.devices["decoder"])  # the offline graph's length is dynamic
             self._offline = self._core.compile_model(self._core.read_model(self.dir / "codec.xml"), device,
                                                      compile_config(self.precision, None, self.threads, device,
                                                                     self.cache_dir))

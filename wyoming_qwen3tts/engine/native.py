@@ -87,8 +87,7 @@ class NativeRunner:
         return self._runner.can_admit(prompt_tokens, max_frames)
 
     def add(self, embeds, params: SamplingParams, max_frames: int | None = None):  # noqa: ANN001, ANN201
-        frames = params.max_new_tokens - 1 if max_frames is None else min(max_frames, params.max_new_tokens - 1)
-        frames = self.frame_budget(embeds.prefill.shape[0], frames)
+        frames = self.frame_budget(embeds.prefill.shape[0], params.frame_limit(max_frames))
         p = _native.SamplingParams()
         for name in ("do_sample", "top_k", "top_p", "temperature", "repetition_penalty", "subtalker_do_sample",
                      "subtalker_top_k", "subtalker_top_p", "subtalker_temperature", "min_frames"):

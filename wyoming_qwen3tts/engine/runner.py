@@ -148,7 +148,7 @@ class Runner:
         """Start a sequence with room reserved for its prompt and every frame it may make.
         Raises ValueError when its prompt can never fit the cache, MemoryError when the
         pool cannot reserve it now (see can_admit)."""
-        frames = params.max_new_tokens - 1 if max_frames is None else min(max_frames, params.max_new_tokens - 1)
+        frames = params.frame_limit(max_frames)
         length = embeds.prefill.shape[0]
         frames = self.frame_budget(length, frames)
         seq = Sequence(self._next_id, embeds, params, frames, request_uniforms(params.seed, frames))

@@ -34,6 +34,11 @@ class SamplingParams(GenerationDefaults):
         params.validate()
         return params
 
+    def frame_limit(self, cap: int | None = None) -> int:
+        """Frames a request may make: max_new_tokens counts group-0 draws, and the last
+        draw is never a frame; `cap` lowers it further."""
+        return self.max_new_tokens - 1 if cap is None else min(cap, self.max_new_tokens - 1)
+
     def greedy(self) -> "SamplingParams":
         return replace(self, do_sample=False, subtalker_do_sample=False)
 

@@ -93,7 +93,7 @@ class Scheduler:
         params = params or self.defaults
         params.validate()
         cap = self.config.frame_cap(len(self.model.tokenizer.encode(voice.text)))
-        cap = min(cap, params.max_new_tokens - 1, cap if max_frames is None else max_frames)
+        cap = params.frame_limit(cap if max_frames is None else min(cap, max_frames))
         self.runner.frame_budget(len(prompt), cap)  # a prompt the cache can never hold fails here
         timeout = self.config.request_timeout if timeout is None else timeout
         with self._lock:
@@ -151,8 +151,7 @@ class Scheduler:
     def _loop(self) -> None:
         while True:
             with self._wake:
-                self._wake.wait_for(lambda: self._stopping or self._aborts or self._waiting or self._running,
-                                    timeout=self._idle_timeout())
+                self._wake.wait_for(lambda: self._stopping or self._aborts or self._waiting or self._running)
                 if self._stopping:
                     return
             try:
@@ -163,11 +162,6 @@ class Scheduler:
                     self._drain_all(EngineError(f"synthesis failed: {e}"), waiting=False)
                 except Exception:
                     log.exception("failed to end the requests of a failed step")
-
-    def _idle_timeout(self) -> float | None:
-        """With nothing running, wake for the nearest waiting deadline (or never)."""
-        deadlines = [r.deadline for r in self._waiting if r.deadline is not None]
-        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
 
     def tick(self) -> None:
         """One round: aborts and timeouts, admissions, one runner step, audio delivery."""

@@ -137,14 +137,8 @@ class TtsHandler(AsyncEventHandler):
                 await self._send(self.slot.info.event())
             elif Ping.is_type(event.type):
                 await self._send(Pong(text=Ping.from_event(event).text).event())
-            elif (SynthesizeStart.is_type(event.type) or (Synthesize.is_type(event.type) and self._stream is None)) \
-                    and self.slot.service is None:
-                await self._send(Error(text="the model is still loading (the first start downloads and converts "
-                                            "it); try again shortly", code="NotReady").event())
-            elif (SynthesizeStart.is_type(event.type) or (Synthesize.is_type(event.type) and self._stream is None)) \
-                    and self._busy() and len(self._tasks) >= MAX_RESPONSES:
-                await self._send(Error(text=f"busy: {len(self._tasks)} responses are already queued on this "
-                                            f"connection", code="Busy").event())  # and read no more until sent
+            elif (refusal := self._refusal(event)) is not None:
+                await self._send(refusal.event())  # and read no more until it is sent
             elif SynthesizeStart.is_type(event.type):
                 self._start_stream(event.data)
             elif SynthesizeChunk.is_type(event.type):
@@ -162,6 +156,19 @@ class TtsHandler(AsyncEventHandler):
         return True
 
     # --- requests ---
+    def _refusal(self, event: Event) -> Error | None:
+        """Why an event that would open a response can't (None: it can, or opens none)."""
+        opens = SynthesizeStart.is_type(event.type) or (Synthesize.is_type(event.type) and self._stream is None)
+        if not opens:
+            return None
+        if self.slot.service is None:
+            return Error(text="the model is still loading (the first start downloads and converts it); "
+                              "try again shortly", code="NotReady")
+        if self._busy() and len(self._tasks) >= MAX_RESPONSES:
+            return Error(text=f"busy: {len(self._tasks)} responses are already queued on this connection",
+                         code="Busy")
+        return None
+
     def _voice(self, data: dict[str, Any]) -> tuple[str | None, str | None]:
         """(voice name, language) from the raw event data: the library's SynthesizeVoice drops
         `language` whenever a name is set."""
