@@ -13,6 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from .engine.audio import SAMPLE_RATE, write_wav
+from .engine.clone import CloneError, Cloner
 from .engine.config import EngineConfig
 from .engine.devices import KV_PRECISIONS, PRECISIONS
 from .engine.model import LoadedModel
@@ -59,6 +60,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--voice", help="speaker of a CustomVoice model")
     parser.add_argument("--language", default="auto")
     parser.add_argument("--instruct", help="voice description (VoiceDesign) or style (1.7B CustomVoice)")
+    parser.add_argument("--clone", type=Path, metavar="REF.wav",
+                        help="with a Base model: clone the voice of this recording (WAV, 1-30 s)")
+    parser.add_argument("--ref-text", help="with --clone: what the recording says (in-context cloning)")
+    parser.add_argument("--x-vector-only", action="store_true",
+                        help="with --clone: clone from the speaker vector alone (no transcript; less close)")
     parser.add_argument("--greedy", action="store_true", help="greedy decoding (deterministic)")
     parser.add_argument("--seed", type=int, help="seed for sampling (text i gets seed + i)")
     parser.add_argument("--max-frames", type=int, help="stop after this many 80 ms frames")
@@ -78,8 +84,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args.all_texts = read_texts(args, parser)
     if args.output is None and args.save_codes is None:
         parser.error("nothing to write: give -o out.wav and/or --save-codes codes.npy")
-    if args.uri and (args.save_codes or args.offline):
-        parser.error("--save-codes and --offline need --model (a server sends audio only)")
+    if args.uri and (args.save_codes or args.offline or args.clone):
+        parser.error("--save-codes, --offline and --clone need --model (a server sends audio only, "
+                     "and clones the voices of its config.yaml)")
+    if args.clone is None and (args.ref_text or args.x_vector_only):
+        parser.error("--ref-text and --x-vector-only go with --clone")
+    if args.clone is not None:
+        if args.voice or args.instruct:
+            parser.error("--clone takes no --voice or --instruct")
+        if bool(args.ref_text) == args.x_vector_only:
+            parser.error("--clone needs --ref-text (the recording's transcript) or --x-vector-only")
     return args
 
 
@@ -120,6 +134,13 @@ def local(args: argparse.Namespace) -> int:
                           first_chunk=args.first_chunk, steady_chunk=args.steady_chunk, request_timeout=0,
                           runner=args.runner)
     schedule = ChunkSchedule(args.first_chunk, args.steady_chunk, args.offline)
+    clone = None
+    if args.clone is not None:
+        try:
+            clone = Cloner(model).prompt(args.clone, args.ref_text, args.x_vector_only)
+        except CloneError as e:
+            log.error("%s", e)
+            return 2
     loaded = time.perf_counter()
     streams: list[AudioStream] = []
     with Scheduler(model, config, schedule=schedule) as engine:
@@ -127,8 +148,10 @@ def local(args: argparse.Namespace) -> int:
             for i, text in enumerate(args.all_texts):
                 params = SamplingParams.from_defaults(model.spec.generation,
                                                       seed=None if args.seed is None else args.seed + i)
-                streams.append(engine.submit(VoiceRequest(text, args.language, args.voice, args.instruct),
-                                             params.greedy() if args.greedy else params, max_frames=args.max_frames))
+                request = (clone.request(text, args.language) if clone else
+                           VoiceRequest(text, args.language, args.voice, args.instruct))
+                streams.append(engine.submit(request, params.greedy() if args.greedy else params,
+                                             max_frames=args.max_frames))
         except ValueError as e:  # bad voice, language, instruct or an oversized prompt
             log.error("%s", e)
             return 2
@@ -147,7 +170,7 @@ def local(args: argparse.Namespace) -> int:
             continue
         result = stream.result
         if args.offline:
-            pcm = model.decode_offline(result.codes)
+            pcm = model.decode_offline(result.codes, clone.ref_codes if clone else None)
         if args.save_codes:
             np.save(numbered(args.save_codes, i, len(streams)), result.codes)
         if args.output:

@@ -113,4 +113,24 @@ std::vector<std::vector<float>> StreamingCodec::decode(const std::vector<CodecSt
   return out;
 }
 
+CodecState StreamingCodec::prime(const std::vector<int64_t>& codes) {
+  const int64_t total = static_cast<int64_t>(codes.size()) / quantizers_;
+  if (total * quantizers_ != static_cast<int64_t>(codes.size()))
+    throw std::invalid_argument("reference codes must be frames × " + std::to_string(quantizers_));
+  CodecState stream;
+  for (int64_t start = 0; start < total;) {
+    int size = 0;
+    for (auto it = steady_.rbegin(); it != steady_.rend() && size == 0; ++it)
+      if (it->first <= total - start) size = it->first;
+    if (size == 0)
+      throw std::invalid_argument("steady codec graphs cannot cover " + std::to_string(total) +
+                                  " reference frames exactly (compile the 1-frame graph)");
+    std::vector<int64_t> chunk(codes.begin() + start * quantizers_, codes.begin() + (start + size) * quantizers_);
+    decode({&stream}, {chunk}, {size}, size);
+    start += size;
+  }
+  stream.frames = 0;
+  return stream;
+}
+
 }  // namespace qwen3tts

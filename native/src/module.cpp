@@ -5,6 +5,7 @@
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
 
+#include <optional>
 #include <stdexcept>
 
 #include "qwen3tts/runner.hpp"
@@ -123,13 +124,27 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("active", &Runner::active)
       .def("frame_budget", &Runner::frame_budget)
       .def("can_admit", &Runner::can_admit)
-      .def("add", [](Runner& r, py::array_t<float, py::array::c_style | py::array::forcecast> prefill,
-                     py::array_t<float, py::array::c_style | py::array::forcecast> trailing, const SamplingParams& params,
-                     py::array_t<double, py::array::c_style | py::array::forcecast> uniforms, int64_t max_frames) {
-        if (prefill.ndim() != 2 || trailing.ndim() != 2 || prefill.shape(1) != trailing.shape(1))
-          throw std::invalid_argument("prefill and trailing must be [rows, hidden] of one width");
-        return r.add(to_vector(prefill), to_vector(trailing), prefill.shape(1), params, to_vector(uniforms), max_frames);
-      })
+      .def(
+          "add",
+          [](Runner& r, py::array_t<float, py::array::c_style | py::array::forcecast> prefill,
+             py::array_t<float, py::array::c_style | py::array::forcecast> trailing, const SamplingParams& params,
+             py::array_t<double, py::array::c_style | py::array::forcecast> uniforms, int64_t max_frames,
+             std::optional<py::array_t<int64_t, py::array::c_style | py::array::forcecast>> codec_prefix) {
+            if (prefill.ndim() != 2 || trailing.ndim() != 2 || prefill.shape(1) != trailing.shape(1))
+              throw std::invalid_argument("prefill and trailing must be [rows, hidden] of one width");
+            std::vector<int64_t> prefix;
+            if (codec_prefix) {
+              if (codec_prefix->ndim() != 2) throw std::invalid_argument("codec_prefix must be [frames, groups]");
+              prefix = to_vector(*codec_prefix);
+            }
+            const int64_t hidden = prefill.shape(1);
+            auto p = to_vector(prefill), t = to_vector(trailing);
+            auto u = to_vector(uniforms);
+            py::gil_scoped_release release;  // priming a reference runs the codec
+            return r.add(std::move(p), std::move(t), hidden, params, std::move(u), max_frames, prefix);
+          },
+          py::arg("prefill"), py::arg("trailing"), py::arg("params"), py::arg("uniforms"), py::arg("max_frames"),
+          py::arg("codec_prefix") = py::none())
       .def("abort", &Runner::abort)
       .def("step", &Runner::step, py::call_guard<py::gil_scoped_release>());
 }

@@ -116,7 +116,8 @@ bool Runner::can_admit(int64_t prompt_tokens, int64_t max_frames) const {
 }
 
 std::shared_ptr<Sequence> Runner::add(std::vector<float> prefill, std::vector<float> trailing, int64_t hidden,
-                                      const SamplingParams& params, std::vector<double> uniforms, int64_t max_frames) {
+                                      const SamplingParams& params, std::vector<double> uniforms, int64_t max_frames,
+                                      const std::vector<int64_t>& codec_prefix) {
   if (hidden != hidden_) throw std::invalid_argument("embedding width does not match the talker");
   int64_t length = static_cast<int64_t>(prefill.size()) / hidden;
   int64_t frames = frame_budget(length, max_frames);
@@ -131,6 +132,7 @@ std::shared_ptr<Sequence> Runner::add(std::vector<float> prefill, std::vector<fl
   seq->uniforms = std::move(uniforms);
   seq->pending = std::move(prefill);
   seq->groups = config_.groups;
+  if (!codec_prefix.empty() && !config_.offline) seq->codec = primed(codec_prefix);
   pool_->reserve(seq->id, length + frames);
   ++next_id_;
   if (frames == 0)
@@ -138,6 +140,19 @@ std::shared_ptr<Sequence> Runner::add(std::vector<float> prefill, std::vector<fl
   else
     active_.push_back(seq);
   return seq;
+}
+
+CodecState Runner::primed(const std::vector<int64_t>& prefix) {
+  for (auto it = primed_.begin(); it != primed_.end(); ++it) {
+    if (it->first == prefix) {
+      primed_.splice(primed_.begin(), primed_, it);
+      return primed_.front().second;
+    }
+  }
+  CodecState state = codec_->prime(prefix);
+  primed_.emplace_front(prefix, state);
+  if (primed_.size() > kPrimedStates) primed_.pop_back();
+  return state;
 }
 
 void Runner::finish(Sequence& seq, const std::string& reason) {

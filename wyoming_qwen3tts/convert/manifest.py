@@ -12,8 +12,9 @@ import importlib.metadata
 import json
 import platform
 import struct
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 import openvino as ov
@@ -24,6 +25,7 @@ from ..model.spec import ConfigError, ModelSpec, parse_model_config
 MANIFEST = "manifest.json"
 FORMAT = "wyoming-qwen3tts-ir"
 FORMAT_VERSION = 1
+CLONE_GRAPHS = ("speaker_encoder", "codec_encoder")  # graphs a Base model's conversion must have
 
 # What the runtime reads besides the IR: the spec (three JSON documents) and the text tokenizer.
 RUNTIME_FILES = ("config.json", "generation_config.json", "vocab.json", "merges.txt", "tokenizer_config.json",
@@ -154,4 +156,8 @@ def read_converted(out: str | Path, graphs: Iterable[str] = ()) -> tuple[dict[st
         spec = parse_model_config(config, generation, codec, where=str(out / "config.json"))
     except ConfigError as e:
         raise _fail(out, str(e)) from None
+    if spec.model_type == "base":  # conversions made before voice cloning lack these
+        for name in CLONE_GRAPHS:
+            if name not in entries:
+                raise _fail(out, f"graph {name!r} is missing: a Base model needs it to clone voices")
     return m, spec

@@ -17,19 +17,22 @@ import re
 import secrets
 import shutil
 import time
+from collections.abc import Callable, Sequence
 from datetime import datetime, timezone
-from pathlib import Path
 from functools import partial
-from typing import Any, Callable, Sequence
+from pathlib import Path
+from typing import Any
 
 import openvino as ov
 
 from ..model.checkpoint import Checkpoint
 from . import manifest as mf
 from .codec import build_codec_decoder
+from .codec_encoder import build_codec_encoder
 from .codec_stream import build_codec_first, build_codec_steady
 from .embed import build_embed
 from .ops import WEIGHT_FORMATS, Weights
+from .speaker_encoder import build_speaker_encoder
 from .subcode import build_subcode
 from .talker import build_talker
 
@@ -44,15 +47,25 @@ Builder = Callable[[Checkpoint, Weights], ov.Model]
 
 # The language-model graphs of a converted model, in conversion order (weights: --weights).
 GRAPHS: dict[str, Builder] = {"embed": build_embed, "talker": build_talker, "subcode": build_subcode}
+# A Base model's graphs for cloning voices from reference audio (always fp32: they run once
+# per reference, and the reference codes must match the official ones exactly).
+CLONE_GRAPHS: dict[str, Builder] = dict(zip(mf.CLONE_GRAPHS, (build_speaker_encoder, build_codec_encoder)))
 CODEC_FORMATS = ("fp32", "fp16")  # the codec is never INT8: exactness needs fp32 (fp16 optional)
 FIRST_CHUNKS = (1, 2, 4)  # frames per first codec call the runtime may choose from
 STEADY_CHUNKS = (8, 24)
 
 
-def codec_graphs(first: Sequence[int] = FIRST_CHUNKS, steady: Sequence[int] = STEADY_CHUNKS) -> dict[str, Builder]:
-    """The offline decoder plus a static-shape streaming graph per exported chunk size."""
+def codec_graphs(first: Sequence[int] = FIRST_CHUNKS, steady: Sequence[int] = STEADY_CHUNKS,
+                 clone: bool = False) -> dict[str, Builder]:
+    """The offline decoder plus a static-shape streaming graph per exported chunk size.
+
+    A Base (clone) model gets steady graphs for the first-chunk sizes instead of first
+    graphs: an in-context clone's stream starts from the state the reference codes leave,
+    and a steady graph fed a zero state computes what a first graph does."""
     graphs: dict[str, Builder] = {"codec": build_codec_decoder}
-    for kind, sizes, build in (("first", first, build_codec_first), ("steady", steady, build_codec_steady)):
+    kinds = ((("steady", sorted(set(first) | set(steady)), build_codec_steady),) if clone else
+             (("first", first, build_codec_first), ("steady", steady, build_codec_steady)))
+    for kind, sizes, build in kinds:
         for n in sorted(set(sizes)):
             if n < 1:
                 raise ConvertError(f"codec chunk sizes must be at least 1 frame, got {n}")
@@ -211,14 +224,16 @@ def convert(src: str | Path, out: Path, weights: str = "int8", force: bool = Fal
         raise ConvertError(f"unknown codec weight format {codec_weights!r} (expected one of {', '.join(CODEC_FORMATS)})")
     if not steady_chunks:
         raise ConvertError("export at least one steady codec chunk size")
-    plan = [(name, build, weights) for name, build in GRAPHS.items()]
-    plan += [(name, build, codec_weights) for name, build in codec_graphs(first_chunks, steady_chunks).items()]
     out = Path(out).absolute()
     _check_replaceable(out, force)  # fail before a long download or conversion
     for stale in out.parent.glob(f"{glob.escape(out.name)}.partial-*"):
         log.warning("%s is left from a killed conversion (or one still running); delete it if not", stale)
     root, source = resolve_source(src, revision)
     spec = Checkpoint(root).spec  # validates the checkpoint before any work
+    clone = spec.model_type == "base"
+    plan = [(name, build, weights) for name, build in GRAPHS.items()]
+    plan += [(name, build, codec_weights) for name, build in codec_graphs(first_chunks, steady_chunks, clone).items()]
+    plan += [(name, build, "fp32") for name, build in (CLONE_GRAPHS.items() if clone else ())]
     source["content_sha256"], source["files"] = mf.source_digest(root)
     out.parent.mkdir(parents=True, exist_ok=True)
     work = out.with_name(f"{out.name}.partial-{secrets.token_hex(4)}")

@@ -18,8 +18,8 @@ the same chunk size: their states are stacked into the batch, and split again af
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Mapping, Sequence
 
 import numpy as np
 import openvino as ov
@@ -122,6 +122,20 @@ class StreamingCodec:
             else:
                 stream.state = {name: req.get_tensor(NEXT + name).data[row:row + 1].copy() for name in self.layout}
         return pcms
+
+    def prime(self, codes: np.ndarray) -> CodecStream:
+        """A stream that has decoded `codes` [Q, R] already, their audio dropped: in-context
+        cloning decodes the reference codes in front of the generated ones. Runs the steady
+        graphs, largest first; their sizes must add up to R (a 1-frame graph always does)."""
+        stream, start, sizes = CodecStream(), 0, sorted(self.steady, reverse=True)
+        while start < codes.shape[1]:
+            size = next((n for n in sizes if n <= codes.shape[1] - start), None)
+            if size is None:
+                raise ValueError(f"steady codec graphs of {sizes} frames cannot cover {codes.shape[1]} frames "
+                                 f"exactly (compile the 1-frame graph)")
+            self.decode([stream], [codes[:, start:start + size]], size)
+            start += size
+        return CodecStream(state=stream.state)
 
     def decode_sequence(self, codes: np.ndarray, sizes: Sequence[int]) -> np.ndarray:
         """One stream's codes [Q, T] decoded in consecutive calls of the given graph sizes

@@ -2,8 +2,8 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Collection
 from pathlib import Path
-from typing import Collection
 
 import numpy as np
 import openvino as ov
@@ -60,6 +60,11 @@ class LoadedModel:
         """Codec chunk graphs in the directory: size -> IR path, for kind first or steady."""
         return {int(p.stem.rsplit("_", 1)[1]): p for p in sorted(self.dir.glob(f"codec_{kind}_*.xml"))}
 
+    def codec_chunks(self, chunks: Collection[int]) -> set[int]:
+        """The codec chunk sizes to compile for a schedule's: a Base model also needs the
+        1-frame graph, with which a reference of any length primes the codec exactly."""
+        return set(chunks) | ({1} if self.spec.model_type == "base" else set())
+
     def properties(self, graph: str, kv_precision: str | None = None) -> dict:
         """Compile properties of `graph` on its device (devices.compile_config)."""
         return compile_config(self.precision, kv_precision, self.threads, self.devices[graph], self.cache_dir)
@@ -81,8 +86,9 @@ class LoadedModel:
                 fix_batch(graph, self.decoder_batch)
             return core.compile_model(graph, self.devices["decoder"], self.properties("decoder"))
 
+        wanted = None if chunks is None else self.codec_chunks(chunks)
         graphs = {kind: {n: compile_chunk(p) for n, p in self.exported_chunks(kind).items()
-                         if chunks is None or n in chunks} for kind in ("first", "steady")}
+                         if wanted is None or n in wanted} for kind in ("first", "steady")}
         self.streaming = StreamingCodec(graphs["first"], graphs["steady"]) if any(graphs.values()) else None
         log.info("python runner graphs: KV block %d tokens = %.2f MB; codec chunks first %s, steady %s",
                  self.block_size, self.kv_block_bytes / 1e6, sorted(graphs["first"]), sorted(graphs["steady"]))
@@ -95,16 +101,25 @@ class LoadedModel:
                                      "frame_codes": frames.astype(np.int64)})
         return out["embeds"].copy(), out["frame_embeds"].copy()
 
-    def decode_offline(self, codes: np.ndarray) -> np.ndarray:
-        """PCM of a whole utterance's codes [T, 16] in one call of the offline decoder."""
+    def decode_offline(self, codes: np.ndarray, prefix: np.ndarray | None = None) -> np.ndarray:
+        """PCM of a whole utterance's codes [T, 16] in one call of the offline decoder; with
+        reference codes `prefix` [R, 16] (in-context cloning) decoded in front and their
+        audio cut off, as the official implementation does."""
         if codes.shape[0] == 0:
             return np.zeros(0, np.float32)
+        if prefix is not None:
+            pcm = self.decode_offline(np.concatenate([prefix, codes]))
+            return pcm[prefix.shape[0] * self.spec.codec_decoder.samples_per_frame:]
         if self._offline is None:
-            device = dynamic_device(self.devices["decoder"])  # the offline graph's length is dynamic
-            self._offline = self._core.compile_model(self._core.read_model(self.dir / "codec.xml"), device,
-                                                     compile_config(self.precision, None, self.threads, device,
-                                                                    self.cache_dir))
+            self._offline = self.compile_dynamic("codec")
         return self._offline({"codes": codes.T[None].astype(np.int64)})["pcm"][0].copy()
+
+    def compile_dynamic(self, graph: str) -> ov.CompiledModel:
+        """A graph with dynamic lengths (the offline decoder, the clone encoders) on the
+        decoder's device, or on the CPU where that device needs static shapes."""
+        device = dynamic_device(self.devices["decoder"])
+        return self._core.compile_model(self._core.read_model(self.dir / f"{graph}.xml"), device,
+                                        compile_config(self.precision, None, self.threads, device, self.cache_dir))
 
     def prompt(self, req: VoiceRequest) -> Prompt:
         return build_prompt(self.spec, self.tokenizer, req)
@@ -121,4 +136,4 @@ class LoadedModel:
                 raise PromptError("the prompt has a speaker slot but no speaker vector")
             prefill[codec == SPEAKER_SLOT] += prompt.speaker_vector
         trailing, _ = self._embed(prompt.trailing_text_ids, np.full(len(prompt.trailing_text_ids), -1))
-        return PromptEmbeds(prefill=prefill, trailing=trailing)
+        return PromptEmbeds(prefill=prefill, trailing=trailing, codec_prefix=prompt.ref_codes)

@@ -36,7 +36,7 @@ class NativeRunner:
         spec = model.spec
         c = _native.RunnerConfig()
         c.talker_xml, c.subcode_xml = str(model.dir / "talker.xml"), str(model.dir / "subcode.xml")
-        chunks = {schedule.first, schedule.steady} if not schedule.offline else set()
+        chunks = model.codec_chunks({schedule.first, schedule.steady}) if not schedule.offline else set()
         c.first_xml = {n: str(p) for n, p in model.exported_chunks("first").items() if n in chunks}
         c.steady_xml = {n: str(p) for n, p in model.exported_chunks("steady").items() if n in chunks}
         c.talker_device, c.subcode_device = model.devices["talker"], model.devices["subcode"]
@@ -93,7 +93,7 @@ class NativeRunner:
                      "subtalker_top_k", "subtalker_top_p", "subtalker_temperature", "min_frames"):
             setattr(p, name, getattr(params, name))
         return self._runner.add(embeds.prefill, embeds.trailing, p, request_uniforms(params.seed, frames).ravel(),
-                                frames)
+                                frames, embeds.codec_prefix)
 
     def abort(self, seq, reason: str = "aborted") -> None:  # noqa: ANN001
         self._runner.abort(seq, reason)

@@ -6,8 +6,10 @@ timeouts, aborts) sits above it.
 """
 from __future__ import annotations
 
+import hashlib
 import logging
 import time
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -22,6 +24,7 @@ from .sampling import SamplingParams, process_talker_logits, sample_row
 log = logging.getLogger(__name__)
 
 SUBCODE_STEPS = 15
+PRIMED_STATES = 8  # codec states primed with reference codes, kept for reuse (≈5 MB each at full size)
 
 
 @dataclass(frozen=True)
@@ -118,6 +121,7 @@ class Runner:
                 self._talker.set_tensor(name, ov.Tensor(port.get_element_type(), shape))
         self.active: list[Sequence] = []
         self._next_id = 0
+        self._primed: OrderedDict[bytes, dict[str, np.ndarray] | None] = OrderedDict()
         self.times = StepTimes()
 
     @property
@@ -151,7 +155,8 @@ class Runner:
         frames = params.frame_limit(max_frames)
         length = embeds.prefill.shape[0]
         frames = self.frame_budget(length, frames)
-        seq = Sequence(self._next_id, embeds, params, frames, request_uniforms(params.seed, frames))
+        seq = Sequence(self._next_id, embeds, params, frames, request_uniforms(params.seed, frames),
+                       codec=self._codec_stream(embeds.codec_prefix))
         self.pool.reserve(seq.id, length + frames)
         self._next_id += 1
         if seq.max_frames == 0:
@@ -159,6 +164,23 @@ class Runner:
         else:
             self.active.append(seq)
         return seq
+
+    def _codec_stream(self, prefix: np.ndarray | None) -> CodecStream:
+        """A new sequence's codec stream: fresh, or primed with reference codes [R, 16]
+        (in-context cloning). Primed states are kept for the last few references, since a
+        cloned voice primes the same codes for every sentence."""
+        if prefix is None or self.schedule.offline:
+            return CodecStream()
+        key = hashlib.sha256(np.ascontiguousarray(prefix, np.int64).tobytes()).digest()
+        state = self._primed.pop(key, None)
+        if state is None:
+            begin = time.perf_counter()
+            state = self.model.streaming.prime(np.asarray(prefix, np.int64).T).state
+            log.info("codec primed with %d reference frames in %.2f s", prefix.shape[0], time.perf_counter() - begin)
+        self._primed[key] = state
+        while len(self._primed) > PRIMED_STATES:
+            self._primed.popitem(last=False)
+        return CodecStream(state=state)
 
     def _finish(self, seq: Sequence, reason: str) -> None:
         seq.finished, seq.reason, seq.pending = True, reason, None
@@ -302,5 +324,5 @@ def generate_codes(model: LoadedModel, prompts: list[PromptEmbeds], params: list
         runner.step()
     if schedule.offline:
         for seq in seqs:
-            seq.audio = [model.decode_offline(seq.codes)]
+            seq.audio = [model.decode_offline(seq.codes, seq.embeds.codec_prefix)]
     return seqs

@@ -23,6 +23,10 @@ def silu(x: np.ndarray) -> np.ndarray:
 class PromptEmbeds:
     prefill: np.ndarray  # [L, H] float32
     trailing: np.ndarray  # [M, H] float32, one per generated frame (then tts_pad)
+    # In-context cloning: the reference codes [R, 16]. The official implementation decodes
+    # them in front of the generated codes and cuts their audio off, so the codec's first
+    # generated frame is heard after the reference; the runners start the stream from there.
+    codec_prefix: np.ndarray | None = None
 
 
 class PromptEmbedder:
@@ -75,4 +79,4 @@ class PromptEmbedder:
             if prompt.ref_codes is None or prompt.ref_codes.shape[0] != int(ref.sum()):
                 raise ValueError("prompt reference frames do not match its reference codes")
             out[ref] += self.frames(prompt.ref_codes)
-        return PromptEmbeds(prefill=out, trailing=self.text(prompt.trailing_text_ids))
+        return PromptEmbeds(prefill=out, trailing=self.text(prompt.trailing_text_ids), codec_prefix=prompt.ref_codes)

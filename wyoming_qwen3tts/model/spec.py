@@ -171,9 +171,42 @@ class CodecDecoderSpec:
 
 @dataclass(frozen=True)
 class CodecEncoderSpec:
-    valid_num_quantizers: int
+    """speech_tokenizer/config.json: the encoder half of a transformers MimiModel (its
+    `encoder_config`) and how many of its codebooks Qwen keeps. Defaults are MimiConfig's
+    own for keys a serialised config may omit; the released file carries them all."""
+
+    valid_num_quantizers: int  # codebooks kept (16 of the 32 Mimi quantizers)
     sample_rate: int
     samples_per_frame: int
+    # SEANet encoder
+    num_filters: int = 64
+    num_residual_layers: int = 1
+    upsampling_ratios: tuple[int, ...] = (8, 6, 5, 4)  # applied reversed (4, 5, 6, 8) when encoding
+    kernel_size: int = 7
+    last_kernel_size: int = 3
+    residual_kernel_size: int = 3
+    dilation_growth_rate: int = 2
+    compress: int = 2
+    pad_mode: str = "constant"
+    use_conv_shortcut: bool = False
+    # encoder transformer
+    hidden_size: int = 512
+    intermediate_size: int = 2048
+    num_layers: int = 8
+    num_heads: int = 8
+    num_kv_heads: int = 8
+    head_dim: int = 64
+    norm_eps: float = 1e-5
+    rope_theta: float = 10000.0
+    # downsample conv to the frame rate (kernel 0: frame rate already reached, no conv)
+    downsample_kernel: int = 4
+    downsample_stride: int = 2
+    # split residual vector quantizer
+    codebook_size: int = 2048
+    codebook_dim: int = 256
+    num_quantizers: int = 32
+    num_semantic_quantizers: int = 1
+    vq_hidden_dim: int = 256
 
 
 @dataclass(frozen=True)
@@ -363,9 +396,68 @@ def parse_codec_decoder(data: Mapping[str, Any]) -> CodecDecoderSpec:
 
 
 def parse_codec_encoder(data: Mapping[str, Any]) -> CodecEncoderSpec:
+    """The encoder spec, with MimiConfig's derived values (head_dim, frame rates → the
+    downsample conv) computed as MimiConfig computes them. Without `encoder_config` the
+    official config builds a default MimiConfig, and so does this. Options the graph does
+    not implement (non-causal convs, reflect padding, stereo, non-GELU MLP) are refused."""
     top = _Reader(data, "speech_tokenizer/config.json")
-    return CodecEncoderSpec(
+    e = top.sub("encoder_config") if "encoder_config" in data else _Reader({}, f"{top.where}:encoder_config")
+    d = CodecEncoderSpec  # the class: its field defaults are MimiConfig's
+    hidden, heads = int(e.opt("hidden_size", d.hidden_size)), int(e.opt("num_attention_heads", d.num_heads))
+    ratios = tuple(int(r) for r in e.opt("upsampling_ratios", d.upsampling_ratios))
+    rate = int(e.opt("sampling_rate", 24000))
+    hop = 1
+    for r in ratios:
+        hop *= r
+    encodec_frame_rate = -(-rate // hop)  # math.ceil(sampling_rate / hop_length)
+    frame_rate = e.opt("_frame_rate", e.opt("frame_rate", None))
+    if frame_rate is None:  # MimiConfig.frame_rate: sampling_rate / (product of all encoder strides)
+        frame_rate = rate / (hop * 2)
+    kernel = 0 if frame_rate == encodec_frame_rate else 2 * int(encodec_frame_rate / frame_rate)
+    spec = CodecEncoderSpec(
         valid_num_quantizers=top.req("encoder_valid_num_quantizers", int),
         sample_rate=top.req("input_sample_rate", int),
         samples_per_frame=top.req("encode_downsample_rate", int),
+        num_filters=int(e.opt("num_filters", d.num_filters)),
+        num_residual_layers=int(e.opt("num_residual_layers", d.num_residual_layers)),
+        upsampling_ratios=ratios,
+        kernel_size=int(e.opt("kernel_size", d.kernel_size)),
+        last_kernel_size=int(e.opt("last_kernel_size", d.last_kernel_size)),
+        residual_kernel_size=int(e.opt("residual_kernel_size", d.residual_kernel_size)),
+        dilation_growth_rate=int(e.opt("dilation_growth_rate", d.dilation_growth_rate)),
+        compress=int(e.opt("compress", d.compress)),
+        pad_mode=str(e.opt("pad_mode", d.pad_mode)),
+        use_conv_shortcut=bool(e.opt("use_conv_shortcut", d.use_conv_shortcut)),
+        hidden_size=hidden,
+        intermediate_size=int(e.opt("intermediate_size", d.intermediate_size)),
+        num_layers=int(e.opt("num_hidden_layers", d.num_layers)),
+        num_heads=heads,
+        num_kv_heads=int(e.opt("num_key_value_heads", d.num_kv_heads)),
+        head_dim=int(e.opt("head_dim", hidden // heads)),
+        norm_eps=float(e.opt("norm_eps", d.norm_eps)),
+        rope_theta=float(e.opt("rope_theta", d.rope_theta)),
+        downsample_kernel=kernel,
+        codebook_size=int(e.opt("codebook_size", d.codebook_size)),
+        codebook_dim=int(e.opt("codebook_dim", hidden)),
+        num_quantizers=int(e.opt("num_quantizers", d.num_quantizers)),
+        num_semantic_quantizers=int(e.opt("num_semantic_quantizers", d.num_semantic_quantizers)),
+        vq_hidden_dim=int(e.opt("vector_quantization_hidden_dimension", d.vq_hidden_dim)),
     )
+    refused = {"audio_channels": (e.opt("audio_channels", 1), 1), "use_causal_conv": (e.opt("use_causal_conv", True), True),
+               "hidden_act": (e.opt("hidden_act", "gelu"), "gelu")}
+    for key, (value, supported) in refused.items():
+        if value != supported:
+            raise ConfigError(f"{e.where}: {key}={value!r} is not supported (only {supported!r})")
+    if spec.pad_mode not in ("constant", "replicate"):
+        raise ConfigError(f"{e.where}: pad_mode {spec.pad_mode!r} is not supported (constant or replicate)")
+    if rate != spec.sample_rate:
+        raise ConfigError(f"{e.where}: sampling_rate {rate} differs from input_sample_rate {spec.sample_rate}")
+    if hop * (spec.downsample_stride if kernel else 1) != spec.samples_per_frame:
+        raise ConfigError(f"{e.where}: encoder strides give {hop}{' x 2' if kernel else ''} samples per frame, "
+                          f"encode_downsample_rate is {spec.samples_per_frame}")
+    if not spec.num_semantic_quantizers <= spec.valid_num_quantizers <= spec.num_quantizers:
+        raise ConfigError(f"{top.where}: encoder_valid_num_quantizers {spec.valid_num_quantizers} outside "
+                          f"[{spec.num_semantic_quantizers}, {spec.num_quantizers}]")
+    if heads % spec.num_kv_heads:
+        raise ConfigError(f"{e.where}: num_attention_heads {heads} not a multiple of kv heads {spec.num_kv_heads}")
+    return spec

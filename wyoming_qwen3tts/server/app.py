@@ -5,6 +5,7 @@ import argparse
 import asyncio
 import logging
 import sys
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from urllib.parse import urlparse
@@ -14,13 +15,13 @@ from wyoming.event import async_get_stdin, async_get_stdout
 from wyoming.server import AsyncServer
 
 from .. import __version__
-from ..config import ConfigError, ServerConfig, apply_overrides, load_config
+from ..config import ConfigError, ServerConfig, VoiceConfig, apply_overrides, load_config
+from ..engine.clone import ClonePrompt, Cloner
 from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISIONS, describe_devices, place
 from ..engine.model import LoadedModel
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
 from ..engine.stream import EngineError
-from ..model.prompt import VoiceRequest
 from .handler import Service, ServiceSlot, TtsHandler
 from .models import ModelSourceError, prepare_model
 from .voices import Catalogue, CatalogueError, build_info
@@ -71,18 +72,30 @@ def build_service(config: ServerConfig) -> Service:
                         chunks=(engine_config.first_chunk, engine_config.steady_chunk), threads=config.devices.threads,
                         subcode_device=devices["subcode"], decoder_device=devices["decoder"],
                         runner=engine_config.runner, cache_dir=config.model.data_path / "ov-cache")
-    catalogue = Catalogue(model.spec, config.voices, config.server.default_voice)
+    catalogue = Catalogue(model.spec, config.voices, config.server.default_voice, clone_voices(model))
     for problem in catalogue.errors:
         log.warning("voice skipped: %s", problem)
     params = SamplingParams.from_defaults(model.spec.generation, seed=config.server.seed)
     params = params.greedy() if config.server.greedy else params
     engine = Scheduler(model, engine_config, defaults=params).start()
-    entry, language = catalogue.resolve(None)
-    engine.submit(VoiceRequest("Hello.", language, entry.speaker, entry.instruct), params, max_frames=2).read_all(120)
+    # The default voice, and every in-context clone (whose codec state the runner primes
+    # with the reference codes once and keeps), speak once before the first client.
+    warm = [catalogue.default] + [v for v in catalogue.voices if v.clone is not None and v.clone.ref_codes is not None]
+    for entry in dict.fromkeys(warm):
+        engine.submit(entry.request("Hello.", entry.default_language), params, max_frames=2).read_all(120)
     log.info("warmed up; %d voices: %s", len(catalogue.voices), ", ".join(v.name for v in catalogue.voices))
     server = config.server
     return Service(engine, catalogue, build_info(catalogue, __version__), params, server.samples_per_chunk,
                    server.max_text_chars, server.max_sentence_chars)
+
+
+def clone_voices(model: LoadedModel) -> Callable[[VoiceConfig], ClonePrompt] | None:
+    """How the catalogue prepares clone voices: with a Base model's encoders (results cached
+    in the converted model's directory); other models clone nothing."""
+    if model.spec.model_type != "base":
+        return None
+    cloner = Cloner(model)
+    return lambda v: cloner.prompt(v.ref_audio, v.ref_text, v.x_vector_only, where=f"voice {v.name!r}")
 
 
 async def serve(config: ServerConfig) -> None:

@@ -12,9 +12,9 @@ from collections.abc import Callable, Coroutine
 from dataclasses import dataclass
 from typing import Any
 
+from wyoming.error import Error
 from wyoming.event import Event
 from wyoming.info import Describe, Info
-from wyoming.error import Error
 from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
@@ -22,7 +22,6 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
 from ..engine.stream import AudioStream
-from ..model.prompt import VoiceRequest
 from .speech import Speech, SpeechError, error_code
 from .text import SentenceSplitter, TextTooLong, normalize, split_sentences
 from .voices import Catalogue
@@ -216,8 +215,7 @@ class TtsHandler(AsyncEventHandler):
             return None, SpeechError(str(e), error_code(e))
 
         def submit(sentence: str) -> AudioStream:
-            return self.service.engine.submit(VoiceRequest(sentence, lang, entry.speaker, entry.instruct),
-                                              self.service.params)
+            return self.service.engine.submit(entry.request(sentence, lang), self.service.params)
 
         log.info("%s: voice %s, language %s", self._peer, entry.name, lang)
         return submit, None

@@ -10,12 +10,14 @@ language from the text, and a dialect speaker speaks its dialect.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 
 from ..config import VoiceConfig
+from ..engine.clone import CloneError, ClonePrompt
+from ..model.prompt import VoiceRequest
 from ..model.spec import ModelSpec, Speaker
 
 log = logging.getLogger(__name__)
@@ -73,9 +75,13 @@ class VoiceEntry:
     default_language: str  # a model language name, or "auto"
     speaker: str | None = None  # preset speaker (CustomVoice)
     instruct: str | None = None  # voice description (VoiceDesign) or style (1.7B CustomVoice)
-    ref_audio: str | None = None  # voice clone (Base): reference recording ...
-    ref_text: str | None = None  # ... its transcript (in-context cloning) ...
-    x_vector_only: bool = False  # ... or the speaker vector alone
+    clone: ClonePrompt | None = None  # voice clone (Base): from a reference recording
+
+    def request(self, text: str, language: str) -> VoiceRequest:
+        """What the engine is asked to say in this voice."""
+        if self.clone is not None:
+            return self.clone.request(text, language)
+        return VoiceRequest(text, language, self.speaker, self.instruct)
 
 
 def model_language(language: str, supported: Iterable[str]) -> str:
@@ -112,9 +118,12 @@ class Catalogue:
     no voice at all, or a default voice that is not in the catalogue, raises CatalogueError.
     """
 
-    def __init__(self, spec: ModelSpec, voices: Sequence[VoiceConfig] = (), default_voice: str | None = None) -> None:
+    def __init__(self, spec: ModelSpec, voices: Sequence[VoiceConfig] = (), default_voice: str | None = None,
+                 clone: Callable[[VoiceConfig], ClonePrompt] | None = None) -> None:
+        """clone: prepares a clone voice (ref_audio) from its recording, raising CloneError."""
         self.label = model_label(spec)
         self._spec = spec
+        self._clone = clone
         self._languages = tuple(n for n in spec.supported_languages if n != "auto")
         untagged = [n for n in self._languages if n not in LANGUAGE_TAGS]
         if untagged:
@@ -177,11 +186,13 @@ class Catalogue:
 
     def _config_entry(self, voice: VoiceConfig) -> VoiceEntry:
         where, kind = f"voice {voice.name!r}", self._spec.model_type
-        speaker, native = None, None
+        speaker, native, clone = None, None, None
         if voice.ref_audio is not None:
             if kind != "base":
                 raise CatalogueError(f"{where} clones a voice (ref_audio), which needs a Base model; "
                                      f"the model is {self.label}")
+            if self._clone is None:
+                raise CatalogueError(f"{where} clones a voice, but no model is loaded to clone it with")
         elif voice.speaker is not None:
             if kind != "custom_voice":
                 raise CatalogueError(f"{where} uses preset speaker {voice.speaker!r}, but {self.label} "
@@ -205,10 +216,14 @@ class Catalogue:
                 raise CatalogueError(f"{where}: {e}") from None
         if default_language != "auto":
             native = default_language
+        if voice.ref_audio is not None and self._clone is not None:  # last: the costly step
+            try:
+                clone = self._clone(voice)
+            except CloneError as e:
+                raise CatalogueError(str(e)) from None
         return VoiceEntry(name=voice.name, description=voice.description or voice.name,
                           languages=self._tags(native), default_language=default_language,
-                          speaker=speaker.name if speaker else None, instruct=voice.instruct,
-                          ref_audio=voice.ref_audio, ref_text=voice.ref_text, x_vector_only=voice.x_vector_only)
+                          speaker=speaker.name if speaker else None, instruct=voice.instruct, clone=clone)
 
 
 def build_info(catalogue: Catalogue | None, version: str, loading: str = "") -> Info:

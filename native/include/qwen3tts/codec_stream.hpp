@@ -37,6 +37,12 @@ class StreamingCodec {
                                          const std::vector<std::vector<int64_t>>& codes,
                                          const std::vector<int64_t>& frames, int size);
 
+  // A stream that has decoded `codes` (frames × quantizers, frame-major) already, their
+  // audio dropped: in-context cloning decodes the reference codes in front of the generated
+  // ones. Runs the steady graphs, largest first; their sizes must add up to the frame count
+  // (a 1-frame graph always does). The result counts 0 frames decoded.
+  CodecState prime(const std::vector<int64_t>& codes);
+
  private:
   struct Graph {
     ov::CompiledModel compiled;

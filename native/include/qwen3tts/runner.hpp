@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <list>
 #include <map>
 #include <memory>
 #include <string>
@@ -57,9 +58,12 @@ class Runner {
   // std::invalid_argument when the prompt alone can never fit.
   int64_t frame_budget(int64_t prompt_tokens, int64_t max_frames) const;
   bool can_admit(int64_t prompt_tokens, int64_t max_frames) const;
-  // prefill [rows × hidden], trailing [rows × hidden], uniforms [≥ frames × 16].
+  // prefill [rows × hidden], trailing [rows × hidden], uniforms [≥ frames × 16];
+  // codec_prefix: reference codes [R × 16] the stream's decoder hears first (in-context
+  // cloning), or empty.
   std::shared_ptr<Sequence> add(std::vector<float> prefill, std::vector<float> trailing, int64_t hidden,
-                                const SamplingParams& params, std::vector<double> uniforms, int64_t max_frames);
+                                const SamplingParams& params, std::vector<double> uniforms, int64_t max_frames,
+                                const std::vector<int64_t>& codec_prefix = {});
   void abort(const std::shared_ptr<Sequence>& seq, const std::string& reason);
   // Advance every active sequence by one frame; returns those that finished.
   std::vector<std::shared_ptr<Sequence>> step();
@@ -72,6 +76,9 @@ class Runner {
   void run_subcode(const std::vector<size_t>& rows, const std::vector<float>& hidden,
                    const std::vector<Sequence*>& sampled);
   void decode_ready();
+  // The codec state after `prefix`, from the last few primed (a cloned voice primes the same
+  // reference for every sentence).
+  CodecState primed(const std::vector<int64_t>& prefix);
 
   RunnerConfig config_;
   ov::Core core_;
@@ -83,6 +90,8 @@ class Runner {
   std::vector<std::shared_ptr<Sequence>> active_;
   int64_t next_id_ = 0;
   StepTimes times_;
+  std::list<std::pair<std::vector<int64_t>, CodecState>> primed_;  // most recent first
+  static constexpr size_t kPrimedStates = 8;
 };
 
 }  // namespace qwen3tts

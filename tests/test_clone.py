@@ -1,0 +1,259 @@
+"""Voice cloning end to end against the official implementation (tiny Base checkpoint, f32).
+
+A speech-like recording is written as a float WAV (read back bit-exactly) and given to both
+sides: the official `create_voice_clone_prompt` / `generate_voice_clone`, and our Cloner,
+prompt and runners. Reference codes and greedy generated codes must be identical, speaker
+vectors and PCM within float rounding, in x-vector-only and in-context (ICL) modes; ICL
+audio is the official decode of reference + generated codes with the reference cut off.
+"""
+from __future__ import annotations
+
+import oracle  # noqa: F401  (first: stubs the unused 25 Hz deps)
+
+import logging
+import math
+import shutil
+import struct
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from wyoming_qwen3tts.config import ServerConfig, VoiceConfig, apply_overrides
+from wyoming_qwen3tts.convert.pipeline import convert
+from wyoming_qwen3tts.engine.clone import CloneError, Cloner
+from wyoming_qwen3tts.engine.config import EngineConfig
+from wyoming_qwen3tts.engine.model import LoadedModel
+from wyoming_qwen3tts.engine.runner import generate_codes
+from wyoming_qwen3tts.engine.sampling import SamplingParams
+from wyoming_qwen3tts.engine.scheduler import Scheduler
+from wyoming_qwen3tts.server.app import build_service
+from wyoming_qwen3tts.server.voices import Catalogue
+
+RATE = 24000
+REF_TEXT = "This is the reference recording of the voice."
+TEXT = "Hello world, this is a parity test of the cloned voice."
+FRAMES = 40
+log = logging.getLogger(__name__)
+
+
+def speech_like(seconds: float, seed: int = 0, rate: int = RATE) -> np.ndarray:
+    """Voiced syllables: a gliding harmonic tone with noise under a syllable envelope."""
+    rng = np.random.default_rng(seed)
+    t = np.arange(int(seconds * rate)) / rate
+    f0 = 140 + 30 * np.sin(2 * np.pi * 0.7 * t + seed)
+    phase = 2 * np.pi * np.cumsum(f0) / rate
+    voiced = sum(np.sin(k * phase) / k for k in range(1, 8))
+    envelope = np.clip(np.sin(2 * np.pi * 3.1 * t + seed), 0, None) ** 2
+    return (0.2 * envelope * voiced + 0.01 * rng.standard_normal(t.size)).astype(np.float32)
+
+
+def write_float_wav(path: Path, x: np.ndarray, rate: int = RATE) -> Path:
+    """A mono 32-bit float WAV (format 3): read back bit for bit."""
+    data = np.asarray(x, "<f4").tobytes()
+    fmt = struct.pack("<HHIIHH", 3, 1, rate, rate * 4, 4, 32)
+    path.write_bytes(b"RIFF" + struct.pack("<I", 4 + 8 + len(fmt) + 8 + len(data)) + b"WAVE"
+                     + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data)) + data)
+    return path
+
+
+class OfficialClone:
+    """The official wrapper on a Base checkpoint, with its generated codes captured."""
+
+    def __init__(self, model_dir: Path) -> None:
+        self.wrapper = oracle.load_official(model_dir)
+        self.codes: list[np.ndarray] = []
+        generate = self.wrapper.model.generate
+
+        def capture(*args, **kwargs):
+            codes, hidden = generate(*args, **kwargs)
+            self.codes = [c.numpy() for c in codes]
+            return codes, hidden
+
+        self.wrapper.model.generate = capture
+
+    def run(self, **kwargs) -> tuple[np.ndarray, np.ndarray]:
+        """(generated codes [T, 16], audio) of a greedy generate_voice_clone."""
+        wavs, rate = self.wrapper.generate_voice_clone(**kwargs, do_sample=False, subtalker_dosample=False,
+                                                       max_new_tokens=FRAMES + 1)
+        assert rate == RATE
+        (codes,) = self.codes
+        return codes, np.asarray(wavs[0], np.float32)
+
+
+@pytest.fixture(scope="module")
+def base(checkpoint_factory, tmp_path_factory) -> tuple[Path, Path]:
+    src = checkpoint_factory("tiny", "base", dtype="float32")
+    return src, convert(src, tmp_path_factory.mktemp("ov") / "tiny-base", weights="fp32")
+
+
+@pytest.fixture(scope="module")
+def official(base) -> OfficialClone:
+    return OfficialClone(base[0])
+
+
+@pytest.fixture(scope="module")
+def model(base) -> LoadedModel:
+    return LoadedModel(base[1], precision="f32", kv_precision="f32", chunks=(1, 8))
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory) -> tuple[Path, np.ndarray]:
+    wav = speech_like(2.3)  # not a whole number of 1920-sample frames
+    return write_float_wav(tmp_path_factory.mktemp("ref") / "ref.wav", wav), wav
+
+
+def greedy(model: LoadedModel) -> SamplingParams:
+    return SamplingParams.from_defaults(model.spec.generation, max_new_tokens=FRAMES + 1).greedy()
+
+
+def test_reference_features_match_official(official, model, reference):
+    path, wav = reference
+    (item,) = official.wrapper.create_voice_clone_prompt(ref_audio=(wav, RATE), ref_text=REF_TEXT)
+    ref = Cloner(model, use_cache=False).reference(path)
+    expected = item.ref_code.numpy()
+    assert ref.codes.shape == expected.shape == (math.ceil(wav.size / 1920), 16)
+    np.testing.assert_array_equal(ref.codes, expected)
+    assert min(len(np.unique(ref.codes[:, g])) for g in range(16)) >= 5  # codes that could differ
+    vector = item.ref_spk_embedding.float().numpy()
+    assert np.abs(vector).max() > 0.05
+    assert np.abs(ref.speaker_vector - vector).max() <= 1e-4
+
+
+@pytest.mark.parametrize("x_vector_only", [True, False], ids=["x-vector", "icl"])
+def test_cloned_speech_matches_official(official, model, reference, x_vector_only):
+    path, wav = reference
+    ref_text = None if x_vector_only else REF_TEXT
+    expected_codes, expected_pcm = official.run(text=TEXT, language="english", ref_audio=(wav, RATE),
+                                                ref_text=ref_text, x_vector_only_mode=x_vector_only)
+    clone = Cloner(model, use_cache=False).prompt(path, ref_text, x_vector_only)
+    assert (clone.ref_codes is None) == x_vector_only
+    embeds = model.embed_prompt(model.prompt(clone.request(TEXT, "english")))
+    (seq,) = generate_codes(model, [embeds], [greedy(model)])  # audio streamed: 1 frame, then 8
+    assert expected_codes.shape == (FRAMES, 16)
+    np.testing.assert_array_equal(seq.codes, expected_codes)
+    assert seq.pcm.shape == expected_pcm.shape == (FRAMES * 1920,)
+    assert np.abs(expected_pcm).max() > 0.05
+    assert np.abs(seq.pcm - expected_pcm).max() <= 1e-4
+    if not x_vector_only:  # the reference must matter: a fresh decoder gives other audio
+        fresh = model.decode_offline(seq.codes)
+        assert np.abs(fresh - expected_pcm).max() > 1e-2
+        assert np.abs(model.decode_offline(seq.codes, clone.ref_codes) - expected_pcm).max() <= 1e-4
+
+
+def run_engine(model: LoadedModel, runner: str, requests: list) -> list[tuple[np.ndarray, np.ndarray]]:
+    config = EngineConfig(kv_blocks=64, prefill_chunk=16, steady_chunk=8, max_frames=FRAMES, runner=runner)
+    with Scheduler(model, config) as engine:
+        streams = [engine.submit(r, greedy(model)) for r in requests]
+        pcms = [s.read_all(120) for s in streams]
+    return [(s.result.codes, pcm) for s, pcm in zip(streams, pcms)]
+
+
+def test_native_runner_primes_the_codec_like_the_python_one(model, reference):
+    clone = Cloner(model, use_cache=False).prompt(reference[0], REF_TEXT)
+    requests = [clone.request(TEXT, "english"), clone.request("Another sentence.", "english"),
+                clone.request(TEXT, "english")]  # the third reuses the primed state of the first
+    native, python = run_engine(model, "native", requests), run_engine(model, "python", requests)
+    for (codes_n, pcm_n), (codes_p, pcm_p) in zip(native, python):
+        np.testing.assert_array_equal(codes_n, codes_p)
+        assert codes_n.shape[0] > 0 and np.array_equal(pcm_n, pcm_p)
+    assert np.array_equal(native[0][1], native[2][1])
+
+
+# ------------------------------------------------------------------------------ cache
+
+
+def test_clone_cache_is_reused_and_follows_the_recording(model, reference, tmp_path, monkeypatch):
+    path = Path(shutil.copy(reference[0], tmp_path / "voice.wav"))
+    cache = tmp_path / "cache"
+    first = Cloner(model, cache_dir=cache)
+    made = first.prompt(path, REF_TEXT)
+    assert first.computed == 1 and len(list(cache.glob("*.npz"))) == 1
+
+    def no_encoding(*args, **kwargs):
+        raise AssertionError("encoded although the cache holds this recording")
+
+    with monkeypatch.context() as m:  # a second start: nothing is encoded
+        m.setattr(Cloner, "encode", no_encoding)
+        again = Cloner(model, cache_dir=cache).prompt(path, REF_TEXT)
+    np.testing.assert_array_equal(again.ref_codes, made.ref_codes)
+    np.testing.assert_array_equal(again.speaker_vector, made.speaker_vector)
+
+    write_float_wav(path, speech_like(2.3, seed=5))  # the recording changes
+    third = Cloner(model, cache_dir=cache)
+    changed = third.prompt(path, REF_TEXT)
+    assert third.computed == 1 and not np.array_equal(changed.ref_codes, made.ref_codes)
+
+
+def test_server_reuses_the_clone_cache_on_its_second_start(base, reference, tmp_path, monkeypatch):
+    model_dir = tmp_path / "model"
+    shutil.copytree(base[1], model_dir)
+    bad = write_float_wav(tmp_path / "short.wav", speech_like(0.4))
+    voices = (VoiceConfig("anna", description="Anna", ref_audio=str(reference[0]), ref_text=REF_TEXT),
+              VoiceConfig("timbre", ref_audio=str(reference[0]), x_vector_only=True),
+              VoiceConfig("broken", ref_audio=str(bad), ref_text="Too short."))
+    config = replace(apply_overrides(ServerConfig(engine=EngineConfig(max_frames=8, kv_blocks=64)),
+                                     model=str(model_dir), data_dir=str(tmp_path / "data"), greedy=True),
+                     voices=voices)
+    encoded = []
+    encode = Cloner.encode
+    monkeypatch.setattr(Cloner, "encode", lambda self, *a, **k: encoded.append(1) or encode(self, *a, **k))
+    for start, expected in ((1, 2), (2, 1)):  # the short one is tried (and refused) every start
+        service = build_service(config)
+        try:
+            catalogue = service.catalogue
+            assert [v.name for v in catalogue.voices] == ["anna", "timbre"]
+            (error,) = catalogue.errors
+            assert "'broken'" in error and "0.4 s" in error
+            pcm = service.engine.submit(catalogue.resolve("anna")[0].request("Hi there.", "auto"),
+                                        service.params).read_all(60)
+            assert pcm.size == 8 * 1920
+        finally:
+            service.engine.close()
+        assert len(encoded) == expected, f"start {start}"
+        encoded.clear()
+    assert len(list((model_dir / "clones").glob("*.npz"))) == 1
+
+
+# ------------------------------------------------------------------------------ bad input
+
+
+@pytest.mark.parametrize("make,message", [
+    (lambda p: p, "cannot read"),
+    (lambda p: (p.write_bytes(b"ID3\x04 not audio at all" * 10), p)[1], "not a WAV file"),
+    (lambda p: write_float_wav(p, speech_like(0.5)), "0.5 s long"),
+    (lambda p: write_float_wav(p, speech_like(31.0)), "31.0 s long"),
+    (lambda p: write_float_wav(p, np.zeros(RATE * 2, np.float32)), "silent"),
+], ids=["missing", "not-wav", "too-short", "too-long", "silent"])
+def test_unusable_recordings_are_refused_with_the_voice_named(model, tmp_path, make, message):
+    path = make(tmp_path / "ref.wav")
+    with pytest.raises(CloneError, match=message) as e:
+        Cloner(model, use_cache=False).prompt(path, REF_TEXT, where="voice 'anna'")
+    assert "voice 'anna'" in str(e.value)
+
+
+def test_in_context_cloning_needs_the_transcript(model, reference):
+    for text in (None, "  "):
+        with pytest.raises(CloneError, match="transcript"):
+            Cloner(model, use_cache=False).prompt(reference[0], text)
+
+
+def test_only_base_models_clone(converted_factory):
+    other = LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", chunks=(1, 8))
+    with pytest.raises(CloneError, match="needs a Base model"):
+        Cloner(other)
+
+
+def test_catalogue_serves_the_good_voices_when_one_recording_is_bad(model, reference, tmp_path):
+    cloner = Cloner(model, use_cache=False)
+    voices = [VoiceConfig("good", ref_audio=str(reference[0]), ref_text=REF_TEXT),
+              VoiceConfig("gone", ref_audio=str(tmp_path / "missing.wav"), ref_text=REF_TEXT)]
+    catalogue = Catalogue(model.spec, voices,
+                          clone=lambda v: cloner.prompt(v.ref_audio, v.ref_text, v.x_vector_only,
+                                                        where=f"voice {v.name!r}"))
+    assert [v.name for v in catalogue.voices] == ["good"]
+    (error,) = catalogue.errors
+    assert "voice 'gone'" in error and "missing.wav" in error
+    request = catalogue.resolve(None)[0].request("Hello.", "english")
+    assert request.ref_codes is not None and request.ref_text == REF_TEXT and request.speaker_vector is not None
