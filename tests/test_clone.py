@@ -22,12 +22,14 @@ import pytest
 
 from wyoming_qwen3tts.config import ServerConfig, VoiceConfig, apply_overrides
 from wyoming_qwen3tts.convert.pipeline import convert
+from wyoming_qwen3tts.engine.audio import read_wav
 from wyoming_qwen3tts.engine.clone import CloneError, Cloner
 from wyoming_qwen3tts.engine.config import EngineConfig
 from wyoming_qwen3tts.engine.model import LoadedModel
 from wyoming_qwen3tts.engine.runner import generate_codes
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler
+from wyoming_qwen3tts.say import main as say
 from wyoming_qwen3tts.server.app import build_service
 from wyoming_qwen3tts.server.voices import Catalogue
 
@@ -257,3 +259,40 @@ def test_catalogue_serves_the_good_voices_when_one_recording_is_bad(model, refer
     assert "voice 'gone'" in error and "missing.wav" in error
     request = catalogue.resolve(None)[0].request("Hello.", "english")
     assert request.ref_codes is not None and request.ref_text == REF_TEXT and request.speaker_vector is not None
+
+
+# ------------------------------------------------------------------------------ qwen3tts-say
+
+
+def test_say_clones_a_recording(base, reference, tmp_path):
+    outputs = []
+    for name, options in (("streamed", []), ("offline", ["--offline"]), ("python", ["--runner", "python"])):
+        wav = tmp_path / f"{name}.wav"
+        assert say([TEXT, "--model", str(base[1]), "--clone", str(reference[0]), "--ref-text", REF_TEXT,
+                    "--language", "english", "--greedy", "--precision", "f32", "--kv-precision", "f32",
+                    "--max-frames", "20", "-o", str(wav)] + options) == 0
+        samples, rate = read_wav(wav)
+        assert rate == RATE and samples.shape == (20 * 1920,)
+        outputs.append(samples.astype(np.int32))
+    assert np.abs(outputs[0]).max() > 1000
+    assert np.abs(outputs[0] - outputs[1]).max() <= 1 and np.array_equal(outputs[0], outputs[2])
+    assert say([TEXT, "--model", str(base[1]), "--clone", str(tmp_path / "missing.wav"), "--x-vector-only",
+                "-o", str(tmp_path / "x.wav")]) == 2
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--clone", "r.wav"], "--ref-text"),
+    (["--clone", "r.wav", "--ref-text", "Hi.", "--x-vector-only"], "--ref-text"),
+    (["--ref-text", "Hi."], "go with --clone"),
+    (["--clone", "r.wav", "--ref-text", "Hi.", "--voice", "ryan"], "no --voice"),
+])
+def test_say_clone_arguments(argv, message, capsys):
+    with pytest.raises(SystemExit):
+        say(["Hello.", "--model", "m", "-o", "o.wav"] + argv)
+    assert message in capsys.readouterr().err
+
+
+def test_say_clone_needs_a_local_model(capsys):
+    with pytest.raises(SystemExit):
+        say(["Hello.", "--uri", "tcp://127.0.0.1:1", "--clone", "r.wav", "--ref-text", "Hi.", "-o", "o.wav"])
+    assert "--clone need --model" in capsys.readouterr().err

@@ -5,10 +5,12 @@ import json
 import logging
 import re
 
+import numpy as np
 import pytest
 from wyoming.info import Info
 
 from wyoming_qwen3tts.config import VoiceConfig
+from wyoming_qwen3tts.engine.clone import ClonePrompt
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
 from wyoming_qwen3tts.model.prompt import VoiceRequest, build_prompt
 from wyoming_qwen3tts.model.tokenizer import TextTokenizer
@@ -210,12 +212,23 @@ def test_speaker_voice_with_style_on_1_7b(models):
 def test_base_model_takes_clone_voices(models):
     spec = models[("tiny", "base")][0]
     xvec = VoiceConfig(name="bob", ref_audio="/v/bob.wav", x_vector_only=True, language="en")
-    catalogue = Catalogue(spec, [CLONE, xvec, DESIGN])
+    asked = []
+
+    def clone(voice: VoiceConfig) -> ClonePrompt:  # the real encoders are tested in test_clone.py
+        asked.append((voice.ref_audio, voice.ref_text, voice.x_vector_only))
+        codes = None if voice.x_vector_only else np.zeros((3, 16), np.int64)
+        return ClonePrompt(np.full(spec.talker.stack.hidden_size, len(asked), np.float32), codes, voice.ref_text)
+
+    catalogue = Catalogue(spec, [CLONE, xvec, DESIGN], clone=clone)
+    assert asked == [("/voices/anna.wav", "Hello, this is Anna.", False), ("/v/bob.wav", None, True)]
     assert [v.name for v in catalogue.voices] == ["anna", "bob"]
-    anna, bob = catalogue.voices
-    assert (anna.ref_audio, anna.ref_text, anna.x_vector_only) == ("/voices/anna.wav", "Hello, this is Anna.", False)
-    assert bob.x_vector_only and bob.languages[0] == "en"
+    anna, bob = (e.request("Hi.", e.default_language) for e in catalogue.voices)
+    assert anna.ref_text == "Hello, this is Anna." and anna.ref_codes.shape == (3, 16) and anna.speaker_vector[0] == 1
+    assert bob.ref_codes is None and bob.ref_text is None and bob.speaker_vector[0] == 2 and bob.language == "english"
+    assert catalogue.voices[1].languages[0] == "en"
     assert len(catalogue.errors) == 1 and "'narrator'" in catalogue.errors[0]
+    with pytest.raises(CatalogueError, match="no model is loaded to clone it with"):
+        Catalogue(spec, [CLONE])  # nothing to clone with: the only voice is skipped
 
 
 def test_default_voice_must_exist(custom):
