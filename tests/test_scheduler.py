@@ -248,6 +248,8 @@ def test_the_idle_engine_sleeps(model):
 
 def test_close_aborts_what_is_left(model):
     sched = Scheduler(model, EngineConfig(kv_blocks=8)).start()
+    with pytest.raises(RuntimeError, match="already started"):
+        sched.start()  # a second loop over the same runner
     stream = sched.submit(VoiceRequest("Hello there, a sentence.", "english", "ryan"), params_for(model, None))
     sched.close()
     assert stream.done

@@ -123,6 +123,9 @@ class Scheduler:
             return self._metrics
 
     def start(self) -> "Scheduler":
+        """Run the loop on its own thread (once: two loops would share one runner)."""
+        if self._thread is not None:
+            raise RuntimeError("the engine is already started")
         self._thread = threading.Thread(target=self._loop, name="qwen3tts-engine", daemon=True)
         self._thread.start()
         return self
