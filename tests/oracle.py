@@ -16,4 +16,21 @@ from qwen_tts import Qwen3TTSModel  # noqa: E402,F401  (fails loudly when the or
 
 torch.set_num_threads(2)
 
-__all__ = ["load_official"]
+__all__ = ["CodeCapture", "load_official"]
+
+
+class CodeCapture:
+    """The official wrapper on a checkpoint, keeping the codes of its last generate() call
+    (the wrappers return audio only)."""
+
+    def __init__(self, model_dir) -> None:
+        self.wrapper = load_official(model_dir)
+        self.codes: list = []
+        generate = self.wrapper.model.generate
+
+        def capture(*args, **kwargs):
+            codes, hidden = generate(*args, **kwargs)
+            self.codes = [c.numpy() for c in codes]
+            return codes, hidden
+
+        self.wrapper.model.generate = capture

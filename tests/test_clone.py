@@ -8,7 +8,7 @@ audio is the official decode of reference + generated codes with the reference c
 """
 from __future__ import annotations
 
-import oracle  # noqa: F401  (first: stubs the unused 25 Hz deps)
+import oracle  # first: stubs the unused 25 Hz deps
 
 import logging
 import math
@@ -60,20 +60,8 @@ def write_float_wav(path: Path, x: np.ndarray, rate: int = RATE) -> Path:
     return path
 
 
-class OfficialClone:
+class OfficialClone(oracle.CodeCapture):
     """The official wrapper on a Base checkpoint, with its generated codes captured."""
-
-    def __init__(self, model_dir: Path) -> None:
-        self.wrapper = oracle.load_official(model_dir)
-        self.codes: list[np.ndarray] = []
-        generate = self.wrapper.model.generate
-
-        def capture(*args, **kwargs):
-            codes, hidden = generate(*args, **kwargs)
-            self.codes = [c.numpy() for c in codes]
-            return codes, hidden
-
-        self.wrapper.model.generate = capture
 
     def run(self, **kwargs) -> tuple[np.ndarray, np.ndarray]:
         """(generated codes [T, 16], audio) of a greedy generate_voice_clone."""

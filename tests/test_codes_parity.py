@@ -9,7 +9,7 @@ each prompt's codes alone.
 from __future__ import annotations
 
 import numpy as np
-import oracle  # noqa: F401  (registers stand-ins before qwen_tts is imported)
+import oracle  # (first: registers stand-ins before qwen_tts is imported)
 import pytest
 import torch
 from qwen_tts.inference.qwen3_tts_model import VoiceClonePromptItem
@@ -23,19 +23,7 @@ from wyoming_qwen3tts.model.prompt import VoiceRequest
 FRAMES = 60
 
 
-class OfficialCodes:
-    def __init__(self, model_dir) -> None:
-        self.wrapper = oracle.load_official(model_dir)
-        self.codes: list[np.ndarray] = []
-        generate = self.wrapper.model.generate
-
-        def capture(*args, **kwargs):
-            codes, hidden = generate(*args, **kwargs)
-            self.codes = [c.numpy() for c in codes]
-            return codes, hidden
-
-        self.wrapper.model.generate = capture
-
+class OfficialCodes(oracle.CodeCapture):
     def run(self, method: str, max_new_tokens: int = FRAMES + 1, **kwargs) -> np.ndarray:
         getattr(self.wrapper, method)(**kwargs, do_sample=False, subtalker_dosample=False,
                                       max_new_tokens=max_new_tokens)
