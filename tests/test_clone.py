@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import oracle  # first: stubs the unused 25 Hz deps
 
+import json
 import logging
 import math
 import shutil
@@ -21,6 +22,7 @@ import numpy as np
 import pytest
 
 from wyoming_qwen3tts.config import ServerConfig, VoiceConfig, apply_overrides
+from wyoming_qwen3tts.convert.manifest import MANIFEST, ConvertedModelError, read_converted
 from wyoming_qwen3tts.convert.pipeline import convert
 from wyoming_qwen3tts.engine.audio import read_wav
 from wyoming_qwen3tts.engine.clone import CloneError, Cloner
@@ -154,29 +156,50 @@ def test_native_runner_primes_the_codec_like_the_python_one(model, reference):
 # ------------------------------------------------------------------------------ cache
 
 
-def test_clone_cache_is_reused_and_follows_the_recording(model, reference, tmp_path, monkeypatch):
+@pytest.fixture
+def encodings(monkeypatch) -> list[int]:
+    """Counts the recordings the encoders run on (cache misses)."""
+    count: list[int] = []
+    encode = Cloner.encode
+    monkeypatch.setattr(Cloner, "encode", lambda self, *a, **k: count.append(1) or encode(self, *a, **k))
+    return count
+
+
+def test_clone_cache_is_reused_and_follows_the_recording(model, reference, tmp_path, encodings):
     path = Path(shutil.copy(reference[0], tmp_path / "voice.wav"))
     cache = tmp_path / "cache"
-    first = Cloner(model, cache_dir=cache)
-    made = first.prompt(path, REF_TEXT)
-    assert first.computed == 1 and len(list(cache.glob("*.npz"))) == 1
-
-    def no_encoding(*args, **kwargs):
-        raise AssertionError("encoded although the cache holds this recording")
-
-    with monkeypatch.context() as m:  # a second start: nothing is encoded
-        m.setattr(Cloner, "encode", no_encoding)
-        again = Cloner(model, cache_dir=cache).prompt(path, REF_TEXT)
+    made = Cloner(model, cache_dir=cache).prompt(path, REF_TEXT)
+    assert len(encodings) == 1 and len(list(cache.glob("*.npz"))) == 1
+    again = Cloner(model, cache_dir=cache).prompt(path, REF_TEXT)  # a second start: nothing is encoded
+    assert len(encodings) == 1
     np.testing.assert_array_equal(again.ref_codes, made.ref_codes)
     np.testing.assert_array_equal(again.speaker_vector, made.speaker_vector)
 
     write_float_wav(path, speech_like(2.3, seed=5))  # the recording changes
-    third = Cloner(model, cache_dir=cache)
-    changed = third.prompt(path, REF_TEXT)
-    assert third.computed == 1 and not np.array_equal(changed.ref_codes, made.ref_codes)
+    changed = Cloner(model, cache_dir=cache).prompt(path, REF_TEXT)
+    assert len(encodings) == 2 and not np.array_equal(changed.ref_codes, made.ref_codes)
 
 
-def test_server_reuses_the_clone_cache_on_its_second_start(base, reference, tmp_path, monkeypatch):
+@pytest.mark.parametrize("damage", [b"", b"PK\x03\x04 truncated", b"not numpy at all"])
+def test_a_damaged_cache_entry_is_encoded_again(model, reference, tmp_path, encodings, damage):
+    cache = tmp_path / "cache"
+    made = Cloner(model, cache_dir=cache).prompt(reference[0], REF_TEXT)
+    (entry,) = cache.glob("*.npz")
+    entry.write_bytes(damage)  # a power cut, a full disk, a stray file
+    again = Cloner(model, cache_dir=cache).prompt(reference[0], REF_TEXT)
+    assert len(encodings) == 2 and np.array_equal(again.ref_codes, made.ref_codes)
+    assert entry.stat().st_size > 100  # rewritten
+
+
+def test_a_recording_at_another_rate_gives_the_official_features(official, model, tmp_path):
+    wav = speech_like(2.0, seed=2, rate=44100)
+    (item,) = official.wrapper.create_voice_clone_prompt(ref_audio=(wav, 44100), ref_text=REF_TEXT)
+    ref = Cloner(model, use_cache=False).reference(write_float_wav(tmp_path / "cd.wav", wav, 44100))
+    np.testing.assert_array_equal(ref.codes, item.ref_code.numpy())  # both resample with soxr HQ
+    assert np.abs(ref.speaker_vector - item.ref_spk_embedding.float().numpy()).max() <= 1e-4
+
+
+def test_server_reuses_the_clone_cache_on_its_second_start(base, reference, tmp_path, encodings):
     model_dir = tmp_path / "model"
     shutil.copytree(base[1], model_dir)
     bad = write_float_wav(tmp_path / "short.wav", speech_like(0.4))
@@ -186,9 +209,6 @@ def test_server_reuses_the_clone_cache_on_its_second_start(base, reference, tmp_
     config = replace(apply_overrides(ServerConfig(engine=EngineConfig(max_frames=8, kv_blocks=64)),
                                      model=str(model_dir), data_dir=str(tmp_path / "data"), greedy=True),
                      voices=voices)
-    encoded = []
-    encode = Cloner.encode
-    monkeypatch.setattr(Cloner, "encode", lambda self, *a, **k: encoded.append(1) or encode(self, *a, **k))
     for start, expected in ((1, 2), (2, 1)):  # the short one is tried (and refused) every start
         service = build_service(config)
         try:
@@ -201,9 +221,27 @@ def test_server_reuses_the_clone_cache_on_its_second_start(base, reference, tmp_
             assert pcm.size == 8 * 1920
         finally:
             service.engine.close()
-        assert len(encoded) == expected, f"start {start}"
-        encoded.clear()
+        assert len(encodings) == expected, f"start {start}"
+        encodings.clear()
     assert len(list((model_dir / "clones").glob("*.npz"))) == 1
+
+
+def test_a_clone_that_cannot_speak_is_skipped_and_the_others_are_served(base, reference, tmp_path):
+    long = write_float_wav(tmp_path / "long.wav", speech_like(20.0, seed=3))  # 250 reference frames
+    voices = (VoiceConfig("long", ref_audio=str(long), ref_text=REF_TEXT),
+              VoiceConfig("timbre", ref_audio=str(reference[0]), x_vector_only=True))
+    engine = EngineConfig(max_frames=8, kv_blocks=6, prefill_chunk=16)  # 192 tokens: too few for the long one
+    config = replace(apply_overrides(ServerConfig(engine=engine), model=str(base[1]),
+                                     data_dir=str(tmp_path / "data"), greedy=True), voices=voices)
+    service = build_service(config)
+    try:
+        assert [v.name for v in service.catalogue.voices] == ["timbre"]
+        (error,) = service.catalogue.errors
+        assert "voice 'long'" in error and "first synthesis failed" in error and "KV cache" in error
+        pool = service.engine.runner.pool
+        assert pool.free == pool.num_blocks
+    finally:
+        service.engine.close()
 
 
 # ------------------------------------------------------------------------------ bad input
@@ -233,6 +271,28 @@ def test_only_base_models_clone(converted_factory):
     other = LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", chunks=(1, 8))
     with pytest.raises(CloneError, match="needs a Base model"):
         Cloner(other)
+
+
+def test_a_base_conversion_without_the_priming_graph_is_refused(base, tmp_path):
+    out = Path(shutil.copytree(base[1], tmp_path / "old"))
+    manifest = json.loads((out / MANIFEST).read_text())
+    del manifest["graphs"]["codec_steady_1"]
+    (out / MANIFEST).write_text(json.dumps(manifest))
+    with pytest.raises(ConvertedModelError, match="codec_steady_1"):
+        read_converted(out)
+
+
+def test_an_unexpected_cloning_failure_costs_only_its_voice(model, reference):
+    def clone(voice: VoiceConfig):
+        if voice.name == "odd":
+            raise struct.error("unpack requires a buffer of 8 bytes")
+        return Cloner(model, use_cache=False).prompt(voice.ref_audio, voice.ref_text)
+
+    voices = [VoiceConfig("odd", ref_audio="odd.wav", ref_text=REF_TEXT),
+              VoiceConfig("fine", ref_audio=str(reference[0]), ref_text=REF_TEXT)]
+    catalogue = Catalogue(model.spec, voices, clone=clone)
+    assert [v.name for v in catalogue.voices] == ["fine"]
+    assert "voice 'odd': cloning failed (error: unpack requires" in catalogue.errors[0]
 
 
 def test_catalogue_serves_the_good_voices_when_one_recording_is_bad(model, reference, tmp_path):

@@ -134,7 +134,8 @@ PYBIND11_MODULE(_native, m) {
               throw std::invalid_argument("prefill and trailing must be [rows, hidden] of one width");
             std::vector<int64_t> prefix;
             if (codec_prefix) {
-              if (codec_prefix->ndim() != 2) throw std::invalid_argument("codec_prefix must be [frames, groups]");
+              if (codec_prefix->ndim() != 2 || codec_prefix->shape(1) != r.groups())
+                throw std::invalid_argument("codec_prefix must be [frames, groups]");
               prefix = to_vector(*codec_prefix);
             }
             const int64_t hidden = prefill.shape(1);

@@ -60,7 +60,8 @@ PAD_MODES = {"constant": "constant", "replicate": "edge"}  # torch F.pad mode ->
 def _tensor(store: TensorStore, name: str, shape: tuple[int, ...]) -> np.ndarray:
     """A tensor whose shape the config predicts: a mismatch means config and weights disagree."""
     if store.shape(name) != shape:
-        raise CheckpointError(f"speech_tokenizer tensor {name} has shape {store.shape(name)}, the config implies {shape}")
+        raise CheckpointError(f"speech_tokenizer tensor {name} has shape {store.shape(name)}, "
+                              f"the config implies {shape}")
     return store.get(name)
 
 
@@ -241,8 +242,9 @@ def build_codec_encoder(ckpt: Checkpoint, weights: Weights) -> ov.Model:
     frames, the codes the official batched encode (which pads the same way) gives it.
 
     Attention is explicit over all T×T scores at 25 Hz, so memory grows with T² (heads·T²·4
-    bytes per layer: 2 MB for 10 s, 72 MB for 60 s at full size), fine for reference clips. Codebooks stay f32 whatever the weight format:
-    the nearest-row search is where small weight errors would change codes."""
+    bytes per layer: 2 MB for 10 s, 72 MB for 60 s at full size), fine for reference clips.
+    Codebooks stay f32 whatever the weight format: the nearest-row search is where small
+    weight errors would change codes."""
     spec = ckpt.spec.codec_encoder
     pcm = op.parameter([-1, -1], ov.Type.f32, name="pcm")
     named(pcm, "pcm")

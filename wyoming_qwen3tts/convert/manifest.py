@@ -25,7 +25,8 @@ from ..model.spec import ConfigError, ModelSpec, parse_model_config
 MANIFEST = "manifest.json"
 FORMAT = "wyoming-qwen3tts-ir"
 FORMAT_VERSION = 1
-CLONE_GRAPHS = ("speaker_encoder", "codec_encoder")  # graphs a Base model's conversion must have
+CLONE_GRAPHS = ("speaker_encoder", "codec_encoder")  # a Base model's encoders of reference audio
+PRIMING_GRAPH = "codec_steady_1"  # a Base model's decoder hears reference codes of any length
 
 # What the runtime reads besides the IR: the spec (three JSON documents) and the text tokenizer.
 RUNTIME_FILES = ("config.json", "generation_config.json", "vocab.json", "merges.txt", "tokenizer_config.json",
@@ -157,7 +158,7 @@ def read_converted(out: str | Path, graphs: Iterable[str] = ()) -> tuple[dict[st
     except ConfigError as e:
         raise _fail(out, str(e)) from None
     if spec.model_type == "base":  # conversions made before voice cloning lack these
-        for name in CLONE_GRAPHS:
+        for name in (*CLONE_GRAPHS, PRIMING_GRAPH):
             if name not in entries:
                 raise _fail(out, f"graph {name!r} is missing: a Base model needs it to clone voices")
     return m, spec

@@ -61,9 +61,10 @@ def codec_graphs(first: Sequence[int] = FIRST_CHUNKS, steady: Sequence[int] = ST
 
     A Base (clone) model gets steady graphs for the first-chunk sizes instead of first
     graphs: an in-context clone's stream starts from the state the reference codes leave,
-    and a steady graph fed a zero state computes what a first graph does."""
+    and a steady graph fed a zero state computes what a first graph does. It always gets
+    the 1-frame graph, with which a reference of any length primes the decoder exactly."""
     graphs: dict[str, Builder] = {"codec": build_codec_decoder}
-    kinds = ((("steady", sorted(set(first) | set(steady)), build_codec_steady),) if clone else
+    kinds = ((("steady", sorted(set(first) | set(steady) | {1}), build_codec_steady),) if clone else
              (("first", first, build_codec_first), ("steady", steady, build_codec_steady)))
     for kind, sizes, build in kinds:
         for n in sorted(set(sizes)):
@@ -221,7 +222,8 @@ def convert(src: str | Path, out: Path, weights: str = "int8", force: bool = Fal
     if weights not in WEIGHT_FORMATS:
         raise ConvertError(f"unknown weight format {weights!r} (expected one of {', '.join(WEIGHT_FORMATS)})")
     if codec_weights not in CODEC_FORMATS:
-        raise ConvertError(f"unknown codec weight format {codec_weights!r} (expected one of {', '.join(CODEC_FORMATS)})")
+        raise ConvertError(f"unknown codec weight format {codec_weights!r} "
+                           f"(expected one of {', '.join(CODEC_FORMATS)})")
     if not steady_chunks:
         raise ConvertError("export at least one steady codec chunk size")
     out = Path(out).absolute()

@@ -168,7 +168,8 @@ def check_spec(spec: SpeakerEncoderSpec, store: TensorStore) -> None:
             raise ValueError(f"speaker encoder block {i}: {spec.channels[i - 1]} -> {spec.channels[i]} channels "
                              f"with res2net scale {spec.res2net_scale} (need equal widths divisible by the scale)")
     if sum(spec.channels[1:-1]) != spec.channels[-1]:
-        raise ValueError(f"speaker encoder: MFA takes {sum(spec.channels[1:-1])} channels, config says {spec.channels[-1]}")
+        raise ValueError(f"speaker encoder: MFA takes {sum(spec.channels[1:-1])} channels, "
+                         f"config says {spec.channels[-1]}")
     expected = {
         P + "blocks.0.conv.weight": (spec.channels[0], spec.mel_dim, spec.kernel_sizes[0]),
         P + "mfa.conv.weight": (spec.channels[-1], spec.channels[-1], spec.kernel_sizes[-1]),

@@ -44,7 +44,6 @@ class Reference:
 
     speaker_vector: np.ndarray  # [H] float32
     codes: np.ndarray  # [R, 16] int64
-    seconds: float
 
 
 @dataclass(frozen=True, eq=False)  # arrays: compared (and hashed) by identity
@@ -62,7 +61,9 @@ class ClonePrompt:
 
 
 class Cloner:
-    """Runs a Base model's clone encoders (compiled on first use) and keeps their results."""
+    """Runs a Base model's clone encoders (compiled on first use, released by close()) and
+    keeps their results. The encoders always compute in f32, whatever the engine's
+    precision: a nearest-codebook search is where reduced precision changes codes."""
 
     def __init__(self, model: LoadedModel, cache_dir: str | Path | None = None, use_cache: bool = True) -> None:
         if model.spec.model_type != "base":
@@ -70,11 +71,14 @@ class Cloner:
         self.model = model
         self.cache_dir = (Path(cache_dir) if cache_dir is not None else model.dir / CACHE_DIR) if use_cache else None
         self._graphs: dict[str, object] = {}
-        self.computed = 0  # references encoded (not found in the cache), for logs and tests
+
+    def close(self) -> None:
+        """Release the compiled encoders (a server needs them only while it starts)."""
+        self._graphs.clear()
 
     def _infer(self, graph: str, inputs: dict[str, np.ndarray], output: str) -> np.ndarray:
         if graph not in self._graphs:
-            self._graphs[graph] = self.model.compile_dynamic(graph).create_infer_request()
+            self._graphs[graph] = self.model.compile_dynamic(graph, precision="f32").create_infer_request()
         return self._graphs[graph].infer(inputs)[output][0].copy()  # type: ignore[attr-defined]
 
     def encode(self, audio: np.ndarray, sample_rate: int, where: str = "reference") -> Reference:
@@ -90,10 +94,9 @@ class Cloner:
         start = time.perf_counter()
         codes = self._infer("codec_encoder", {"pcm": wav[None]}, "codes").T.astype(np.int64)
         vector = self._infer("speaker_encoder", {"mels": log_mel(wav)[None]}, "xvector").astype(np.float32)
-        self.computed += 1
         log.info("%s: %.1f s at %d Hz -> %d reference frames and a speaker vector in %.2f s", where, seconds,
                  sample_rate, codes.shape[0], time.perf_counter() - start)
-        return Reference(vector, codes, seconds)
+        return Reference(vector, codes)
 
     def reference(self, path: str | Path, where: str | None = None) -> Reference:
         """The encoders' result for a WAV file, from the cache when the file is unchanged."""
@@ -105,7 +108,7 @@ class Cloner:
             if cached is not None:
                 log.info("%s: clone features from the cache (%s)", where, key[:12])
                 return cached
-            ref = self.encode(*decode_wav(data, str(path)), where=where)
+            ref = self.encode(*decode_wav(data, str(path), MAX_SECONDS), where=where)
         except AudioError as e:
             raise CloneError(f"{where}: {e}") from None
         self._write_cache(key, ref)
@@ -135,14 +138,14 @@ class Cloner:
         hidden, groups = self.model.spec.talker.stack.hidden_size, self.model.spec.talker.num_code_groups
         try:
             with np.load(path) as f:
-                version, vector, codes, seconds = int(f["version"]), f["speaker_vector"], f["codes"], float(f["seconds"])
-        except (OSError, ValueError, KeyError) as e:
-            log.warning("%s: unreadable clone cache entry (%s); encoding again", path, e)
+                version, vector, codes = int(f["version"]), f["speaker_vector"], f["codes"]
+        except Exception as e:  # noqa: BLE001 - any damage (empty, truncated, foreign file) is a miss
+            log.warning("%s: unreadable clone cache entry (%s: %s); encoding again", path, type(e).__name__, e)
             return None
         if version != CACHE_VERSION or vector.shape != (hidden,) or codes.ndim != 2 or codes.shape[1] != groups:
             log.warning("%s: clone cache entry of another version or model; encoding again", path)
             return None
-        return Reference(vector.astype(np.float32), codes.astype(np.int64), seconds)
+        return Reference(vector.astype(np.float32), codes.astype(np.int64))
 
     def _write_cache(self, key: str, ref: Reference) -> None:
         path = self._cache_file(key)
@@ -151,8 +154,10 @@ class Cloner:
         tmp = path.with_name(f"{path.stem}.{secrets.token_hex(4)}.tmp.npz")
         try:
             path.parent.mkdir(parents=True, exist_ok=True)
-            np.savez(tmp, version=np.int64(CACHE_VERSION), speaker_vector=ref.speaker_vector, codes=ref.codes,
-                     seconds=np.float64(ref.seconds))
+            with open(tmp, "wb") as f:
+                np.savez(f, version=np.int64(CACHE_VERSION), speaker_vector=ref.speaker_vector, codes=ref.codes)
+                f.flush()
+                os.fsync(f.fileno())  # on disk before the rename: a power cut leaves no empty entry
             os.replace(tmp, path)  # readers see the old entry or the whole new one
         except OSError as e:
             log.warning("cannot cache clone features in %s (%s); they will be computed again next start",

@@ -62,7 +62,8 @@ class LoadedModel:
 
     def codec_chunks(self, chunks: Collection[int]) -> set[int]:
         """The codec chunk sizes to compile for a schedule's: a Base model also needs the
-        1-frame graph, with which a reference of any length primes the codec exactly."""
+        1-frame graph (always exported for it), with which a reference of any length
+        primes the codec exactly."""
         return set(chunks) | ({1} if self.spec.model_type == "base" else set())
 
     def properties(self, graph: str, kv_precision: str | None = None) -> dict:
@@ -114,12 +115,13 @@ class LoadedModel:
             self._offline = self.compile_dynamic("codec")
         return self._offline({"codes": codes.T[None].astype(np.int64)})["pcm"][0].copy()
 
-    def compile_dynamic(self, graph: str) -> ov.CompiledModel:
+    def compile_dynamic(self, graph: str, precision: str | None = None) -> ov.CompiledModel:
         """A graph with dynamic lengths (the offline decoder, the clone encoders) on the
-        decoder's device, or on the CPU where that device needs static shapes."""
+        decoder's device, or on the CPU where that device needs static shapes; in the
+        model's precision unless one is given."""
         device = dynamic_device(self.devices["decoder"])
-        return self._core.compile_model(self._core.read_model(self.dir / f"{graph}.xml"), device,
-                                        compile_config(self.precision, None, self.threads, device, self.cache_dir))
+        config = compile_config(precision or self.precision, None, self.threads, device, self.cache_dir)
+        return self._core.compile_model(self._core.read_model(self.dir / f"{graph}.xml"), device, config)
 
     def prompt(self, req: VoiceRequest) -> Prompt:
         return build_prompt(self.spec, self.tokenizer, req)

@@ -1,22 +1,24 @@
 """Reference recordings for voice cloning: any WAV file, read with numpy, resampled to 24 kHz.
 
 The official implementation reads audio with librosa/soundfile and resamples with
-librosa (soxr). Here the standard library's job is done by hand so that no audio library
-is needed: WAV files (RIFF or RF64) of 8/16/24/32-bit integer or 32/64-bit float samples,
-plain or WAVE_FORMAT_EXTENSIBLE, any channel count (mixed down to mono by the mean, as the
-official loader does). Resampling is a Kaiser-windowed sinc polyphase filter; at 24 kHz
-input it is skipped, so a 24 kHz reference gives exactly the official encoder inputs.
+`librosa.resample`, whose default is soxr's "HQ" filter. Reading is done here by hand, so no
+audio library is needed: WAV files (RIFF or RF64) of 8/16/24/32-bit integer or 32/64-bit
+float samples, plain or WAVE_FORMAT_EXTENSIBLE, any channel count (mixed down by the mean),
+scaled as soundfile scales them. Resampling calls soxr with librosa's settings and output
+length, so a recording at any rate gives the official encoder inputs bit for bit.
 """
 from __future__ import annotations
 
-import math
+import os
+import stat
 import struct
-from functools import lru_cache
 from pathlib import Path
 
 import numpy as np
+import soxr
 
 MAX_FILE_BYTES = 256 * 2**20  # a 30 s reference is a few MB even as 192 kHz float stereo
+RATES = (4000, 384000)  # sample rates accepted (Hz)
 
 _PCM, _FLOAT, _EXTENSIBLE = 0x0001, 0x0003, 0xFFFE
 
@@ -34,7 +36,7 @@ def _chunks(data: bytes, where: str) -> dict[bytes, bytes]:
     pos = 12
     while pos + 8 <= len(data):
         cid, size = data[pos:pos + 4], struct.unpack("<I", data[pos + 4:pos + 8])[0]
-        if cid == b"ds64" and size >= 16:  # RF64: the real data size lives here
+        if cid == b"ds64" and size >= 16 and pos + 24 <= len(data):  # RF64: the real data size lives here
             data_size = struct.unpack("<Q", data[pos + 16:pos + 24])[0]
         if cid == b"data" and (size == 0xFFFFFFFF or data_size is not None):
             size = data_size if data_size is not None else len(data) - pos - 8
@@ -71,23 +73,22 @@ def _samples(raw: bytes, tag: int, bits: int, channels: int, where: str) -> np.n
 
 
 def read_file(path: str | Path) -> bytes:
-    """A reference file's bytes (bounded)."""
-    try:
-        size = Path(path).stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise AudioError(f"{path} is {size / 2**20:.0f} MB; a reference recording should be a few seconds")
-        return Path(path).read_bytes()
+    """A reference file's bytes: a regular file of bounded size (not a pipe or a device)."""
+    try:  # O_NONBLOCK: opening a FIFO must not wait for a writer (regular files ignore it)
+        with os.fdopen(os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0)), "rb") as f:
+            if not stat.S_ISREG(os.fstat(f.fileno()).st_mode):
+                raise AudioError(f"{path} is not a regular file")
+            data = f.read(MAX_FILE_BYTES + 1)
     except OSError as e:
         raise AudioError(f"cannot read {path}: {e.strerror or e}") from None
+    if len(data) > MAX_FILE_BYTES:
+        raise AudioError(f"{path} is over {MAX_FILE_BYTES // 2**20} MB; a reference recording should be a few seconds")
+    return data
 
 
-def read_audio(path: str | Path) -> tuple[np.ndarray, int]:
-    """(mono float32 samples, sample rate) of a WAV file."""
-    return decode_wav(read_file(path), str(path))
-
-
-def decode_wav(data: bytes, where: str) -> tuple[np.ndarray, int]:
-    """(mono float32 samples, sample rate) of a WAV file's bytes."""
+def decode_wav(data: bytes, where: str, max_seconds: float | None = None) -> tuple[np.ndarray, int]:
+    """(mono float32 samples, sample rate) of a WAV file's bytes. A recording longer than
+    max_seconds is refused from its header, before its samples are decoded."""
     chunks = _chunks(data, where)
     fmt = chunks[b"fmt "]
     if len(fmt) < 16:
@@ -97,8 +98,13 @@ def decode_wav(data: bytes, where: str) -> tuple[np.ndarray, int]:
         if len(fmt) < 26:
             raise AudioError(f"{where}: broken WAV file (short extensible 'fmt' chunk)")
         tag = struct.unpack("<H", fmt[24:26])[0]  # the sub-format GUID starts with the format tag
-    if channels < 1 or rate < 1:
-        raise AudioError(f"{where}: broken WAV file ({channels} channels at {rate} Hz)")
+    if channels < 1:
+        raise AudioError(f"{where}: broken WAV file (no channels)")
+    if not RATES[0] <= rate <= RATES[1]:
+        raise AudioError(f"{where}: a sample rate of {rate} Hz is not supported ({RATES[0]}-{RATES[1]} Hz)")
+    seconds = len(chunks[b"data"]) / (max(1, bits // 8) * channels * rate)
+    if max_seconds is not None and seconds > max_seconds:
+        raise AudioError(f"{where} is {seconds:.1f} s long; use at most {max_seconds:g} s")
     x = _samples(chunks[b"data"], tag, bits, channels, where)
     if x.shape[0] == 0:
         raise AudioError(f"{where} holds no audio")
@@ -107,47 +113,12 @@ def decode_wav(data: bytes, where: str) -> tuple[np.ndarray, int]:
     return (x[:, 0] if channels == 1 else x.mean(axis=1, dtype=np.float32)), int(rate)
 
 
-# ---------------------------------------------------------------------------------- resampling
-
-ZERO_CROSSINGS = 32  # sinc lobes per side: the filter's length (and sharpness)
-ROLLOFF = 0.945  # pass band edge as a fraction of the lower Nyquist frequency
-KAISER_BETA = 12.0  # about 120 dB stop band
-_BLOCK = 1 << 15  # output samples per vectorised block (bounds the tap matrix's memory)
-
-
-@lru_cache(maxsize=8)
-def _polyphase(up: int, down: int) -> tuple[np.ndarray, int]:
-    """Filter taps by phase, [up, taps], and the half length in upsampled samples."""
-    fc = 0.5 * ROLLOFF / max(up, down)  # cut-off in cycles per upsampled sample
-    half = ZERO_CROSSINGS * math.ceil(1.0 / (2.0 * fc))
-    n = np.arange(-half, half + 1, dtype=np.float64)
-    h = 2.0 * fc * np.sinc(2.0 * fc * n) * np.kaiser(2 * half + 1, KAISER_BETA) * up
-    taps = 2 * half // up + 2
-    # Output m reads input i0 + k with i0 = ceil((m·down - half) / up); with offset =
-    # i0·up - (m·down - half) its tap k is h[2·half - offset - k·up] (0 outside the filter).
-    idx = 2 * half - np.arange(up)[:, None] - np.arange(taps)[None, :] * up
-    table = np.where(idx >= 0, h[np.clip(idx, 0, None)], 0.0)
-    return table.astype(np.float64), half
-
-
 def resample(x: np.ndarray, orig_rate: int, target_rate: int) -> np.ndarray:
-    """x at orig_rate -> float32 at target_rate (length ceil(len·target/orig))."""
+    """x at orig_rate -> float32 at target_rate, as `librosa.resample` (soxr HQ) does it:
+    the same filter and the same output length, ceil(len · target / orig) in floating point."""
     x = np.asarray(x, np.float32)
     if orig_rate == target_rate:
         return x.copy()
-    g = math.gcd(orig_rate, target_rate)
-    up, down = target_rate // g, orig_rate // g
-    table, half = _polyphase(up, down)
-    taps = table.shape[1]
-    n_out = -(-len(x) * up // down)
-    pad = half // up + 2
-    xp = np.concatenate([np.zeros(pad), x.astype(np.float64), np.zeros(pad + taps)])
-    y = np.empty(n_out, np.float32)
-    for start in range(0, n_out, _BLOCK):
-        m = np.arange(start, min(n_out, start + _BLOCK), dtype=np.int64)
-        a = m * down - half
-        i0 = -((-a) // up)
-        offset = i0 * up - a
-        window = xp[(i0 + pad)[:, None] + np.arange(taps)[None, :]]
-        y[start:start + len(m)] = np.einsum("mk,mk->m", window, table[offset])
-    return y
+    y = soxr.resample(x, orig_rate, target_rate, quality="soxr_hq")
+    n = int(np.ceil(x.shape[0] * (float(target_rate) / orig_rate)))
+    return np.pad(y, (0, max(0, n - y.shape[0])))[:n].astype(np.float32)

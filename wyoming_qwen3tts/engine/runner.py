@@ -24,7 +24,7 @@ from .sampling import SamplingParams, process_talker_logits, sample_row
 log = logging.getLogger(__name__)
 
 SUBCODE_STEPS = 15
-PRIMED_STATES = 8  # codec states primed with reference codes, kept for reuse (≈5 MB each at full size)
+PRIMED_STATES = 32  # decoder states primed with reference codes (in-context clones), ≈5 MB each at full size
 
 
 @dataclass(frozen=True)

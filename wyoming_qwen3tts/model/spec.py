@@ -443,7 +443,8 @@ def parse_codec_encoder(data: Mapping[str, Any]) -> CodecEncoderSpec:
         num_semantic_quantizers=int(e.opt("num_semantic_quantizers", d.num_semantic_quantizers)),
         vq_hidden_dim=int(e.opt("vector_quantization_hidden_dimension", d.vq_hidden_dim)),
     )
-    refused = {"audio_channels": (e.opt("audio_channels", 1), 1), "use_causal_conv": (e.opt("use_causal_conv", True), True),
+    refused = {"audio_channels": (e.opt("audio_channels", 1), 1),
+               "use_causal_conv": (e.opt("use_causal_conv", True), True),
                "hidden_act": (e.opt("hidden_act", "gelu"), "gelu")}
     for key, (value, supported) in refused.items():
         if value != supported:

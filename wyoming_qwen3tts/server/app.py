@@ -5,7 +5,6 @@ import argparse
 import asyncio
 import logging
 import sys
-from collections.abc import Callable
 from functools import partial
 from pathlib import Path
 from urllib.parse import urlparse
@@ -16,7 +15,7 @@ from wyoming.server import AsyncServer
 
 from .. import __version__
 from ..config import ConfigError, ServerConfig, VoiceConfig, apply_overrides, load_config
-from ..engine.clone import ClonePrompt, Cloner
+from ..engine.clone import ClonePrompt, CloneError, Cloner
 from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISIONS, describe_devices, place
 from ..engine.model import LoadedModel
 from ..engine.sampling import SamplingParams
@@ -27,6 +26,8 @@ from .models import ModelSourceError, prepare_model
 from .voices import Catalogue, CatalogueError, build_info
 
 log = logging.getLogger("wyoming-qwen3tts")
+
+WARM_UP_S = 300.0  # a voice's first words, which may prime the decoder with a long reference
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -72,30 +73,42 @@ def build_service(config: ServerConfig) -> Service:
                         chunks=(engine_config.first_chunk, engine_config.steady_chunk), threads=config.devices.threads,
                         subcode_device=devices["subcode"], decoder_device=devices["decoder"],
                         runner=engine_config.runner, cache_dir=config.model.data_path / "ov-cache")
-    catalogue = Catalogue(model.spec, config.voices, config.server.default_voice, clone_voices(model))
-    for problem in catalogue.errors:
-        log.warning("voice skipped: %s", problem)
     params = SamplingParams.from_defaults(model.spec.generation, seed=config.server.seed)
     params = params.greedy() if config.server.greedy else params
     engine = Scheduler(model, engine_config, defaults=params).start()
-    # The default voice, and every in-context clone (whose codec state the runner primes
-    # with the reference codes once and keeps), speak once before the first client.
-    warm = [catalogue.default] + [v for v in catalogue.voices if v.clone is not None and v.clone.ref_codes is not None]
-    for entry in dict.fromkeys(warm):
-        engine.submit(entry.request("Hello.", entry.default_language), params, max_frames=2).read_all(120)
+    cloner = Cloner(model) if model.spec.model_type == "base" else None
+    try:
+        clone = partial(prepare_clone, cloner, engine, params) if cloner else None
+        catalogue = Catalogue(model.spec, config.voices, config.server.default_voice, clone)
+        if cloner:
+            cloner.close()  # the encoders are needed no more
+        for problem in catalogue.errors:
+            log.warning("voice skipped: %s", problem)
+        default = catalogue.default
+        if default.clone is None or default.clone.ref_codes is None:  # in-context clones spoke already
+            engine.submit(default.request("Hello.", default.default_language), params,
+                          max_frames=2).read_all(WARM_UP_S)
+    except BaseException:
+        engine.close()
+        raise
     log.info("warmed up; %d voices: %s", len(catalogue.voices), ", ".join(v.name for v in catalogue.voices))
     server = config.server
     return Service(engine, catalogue, build_info(catalogue, __version__), params, server.samples_per_chunk,
                    server.max_text_chars, server.max_sentence_chars)
 
 
-def clone_voices(model: LoadedModel) -> Callable[[VoiceConfig], ClonePrompt] | None:
-    """How the catalogue prepares clone voices: with a Base model's encoders (results cached
-    in the converted model's directory); other models clone nothing."""
-    if model.spec.model_type != "base":
-        return None
-    cloner = Cloner(model)
-    return lambda v: cloner.prompt(v.ref_audio, v.ref_text, v.x_vector_only, where=f"voice {v.name!r}")
+def prepare_clone(cloner: Cloner, engine: Scheduler, params: SamplingParams, voice: VoiceConfig) -> ClonePrompt:
+    """A clone voice of config.yaml, ready to serve: the recording through the encoders (or
+    from their cache), and an in-context clone's first words, which prime the decoder state
+    the runner keeps for it. Any failure is a CloneError: the catalogue skips the voice."""
+    where = f"voice {voice.name!r}"
+    prompt = cloner.prompt(voice.ref_audio, voice.ref_text, voice.x_vector_only, where=where)
+    if prompt.ref_codes is not None:
+        try:
+            engine.submit(prompt.request("Hello.", "auto"), params, max_frames=2).read_all(WARM_UP_S)
+        except (EngineError, ValueError, TimeoutError) as e:
+            raise CloneError(f"{where}: the first synthesis failed: {e}") from None
+    return prompt
 
 
 async def serve(config: ServerConfig) -> None:

@@ -123,7 +123,6 @@ class Catalogue:
         """clone: prepares a clone voice (ref_audio) from its recording, raising CloneError."""
         self.label = model_label(spec)
         self._spec = spec
-        self._clone = clone
         self._languages = tuple(n for n in spec.supported_languages if n != "auto")
         untagged = [n for n in self._languages if n not in LANGUAGE_TAGS]
         if untagged:
@@ -135,7 +134,7 @@ class Catalogue:
         errors: list[str] = []
         for voice in voices:
             try:
-                entry = self._config_entry(voice)
+                entry = self._config_entry(voice, clone)
                 if entry.name.casefold() in {e.name.casefold() for e in entries}:
                     raise CatalogueError(f"voice {voice.name!r}: the name is taken by another voice")
                 entries.append(entry)
@@ -184,14 +183,14 @@ class Catalogue:
         return VoiceEntry(name=speaker.name, description=f"{title} ({details})" if details else title,
                           languages=self._tags(native), default_language="auto", speaker=speaker.name)
 
-    def _config_entry(self, voice: VoiceConfig) -> VoiceEntry:
+    def _config_entry(self, voice: VoiceConfig, clone: Callable[[VoiceConfig], ClonePrompt] | None) -> VoiceEntry:
         where, kind = f"voice {voice.name!r}", self._spec.model_type
-        speaker, native, clone = None, None, None
+        speaker, native, prompt = None, None, None
         if voice.ref_audio is not None:
             if kind != "base":
                 raise CatalogueError(f"{where} clones a voice (ref_audio), which needs a Base model; "
                                      f"the model is {self.label}")
-            if self._clone is None:
+            if clone is None:
                 raise CatalogueError(f"{where} clones a voice, but no model is loaded to clone it with")
         elif voice.speaker is not None:
             if kind != "custom_voice":
@@ -216,14 +215,17 @@ class Catalogue:
                 raise CatalogueError(f"{where}: {e}") from None
         if default_language != "auto":
             native = default_language
-        if voice.ref_audio is not None and self._clone is not None:  # last: the costly step
+        if voice.ref_audio is not None and clone is not None:  # last: the costly step
             try:
-                clone = self._clone(voice)
+                prompt = clone(voice)
             except CloneError as e:
                 raise CatalogueError(str(e)) from None
+            except Exception as e:  # noqa: BLE001 - one recording's surprise must not cost the other voices
+                log.exception("%s: cloning failed", where)
+                raise CatalogueError(f"{where}: cloning failed ({type(e).__name__}: {e})") from None
         return VoiceEntry(name=voice.name, description=voice.description or voice.name,
                           languages=self._tags(native), default_language=default_language,
-                          speaker=speaker.name if speaker else None, instruct=voice.instruct, clone=clone)
+                          speaker=speaker.name if speaker else None, instruct=voice.instruct, clone=prompt)
 
 
 def build_info(catalogue: Catalogue | None, version: str, loading: str = "") -> Info:

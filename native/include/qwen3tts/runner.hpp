@@ -48,6 +48,7 @@ class Runner {
   explicit Runner(const RunnerConfig& config);
 
   int64_t block_size() const { return pool_->block_size(); }
+  int64_t groups() const { return config_.groups; }
   int64_t kv_block_bytes() const { return kv_block_bytes_; }
   int64_t capacity_tokens() const { return pool_->num_blocks() * pool_->block_size(); }
   const BlockPool& pool() const { return *pool_; }
@@ -91,7 +92,7 @@ class Runner {
   int64_t next_id_ = 0;
   StepTimes times_;
   std::list<std::pair<std::vector<int64_t>, CodecState>> primed_;  // most recent first
-  static constexpr size_t kPrimedStates = 8;
+  static constexpr size_t kPrimedStates = 32;  // as PRIMED_STATES in engine/runner.py
 };
 
 }  // namespace qwen3tts
