@@ -35,31 +35,13 @@ from wyoming_qwen3tts.say import main as say
 from wyoming_qwen3tts.server.app import build_service
 from wyoming_qwen3tts.server.voices import Catalogue
 
+from signals import speech_like, write_float_wav
+
 RATE = 24000
 REF_TEXT = "This is the reference recording of the voice."
 TEXT = "Hello world, this is a parity test of the cloned voice."
 FRAMES = 40
 log = logging.getLogger(__name__)
-
-
-def speech_like(seconds: float, seed: int = 0, rate: int = RATE) -> np.ndarray:
-    """Voiced syllables: a gliding harmonic tone with noise under a syllable envelope."""
-    rng = np.random.default_rng(seed)
-    t = np.arange(int(seconds * rate)) / rate
-    f0 = 140 + 30 * np.sin(2 * np.pi * 0.7 * t + seed)
-    phase = 2 * np.pi * np.cumsum(f0) / rate
-    voiced = sum(np.sin(k * phase) / k for k in range(1, 8))
-    envelope = np.clip(np.sin(2 * np.pi * 3.1 * t + seed), 0, None) ** 2
-    return (0.2 * envelope * voiced + 0.01 * rng.standard_normal(t.size)).astype(np.float32)
-
-
-def write_float_wav(path: Path, x: np.ndarray, rate: int = RATE) -> Path:
-    """A mono 32-bit float WAV (format 3): read back bit for bit."""
-    data = np.asarray(x, "<f4").tobytes()
-    fmt = struct.pack("<HHIIHH", 3, 1, rate, rate * 4, 4, 32)
-    path.write_bytes(b"RIFF" + struct.pack("<I", 4 + 8 + len(fmt) + 8 + len(data)) + b"WAVE"
-                     + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data)) + data)
-    return path
 
 
 class OfficialClone(oracle.CodeCapture):
@@ -92,7 +74,7 @@ def model(base) -> LoadedModel:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory) -> tuple[Path, np.ndarray]:
-    wav = speech_like(2.3)  # not a whole number of 1920-sample frames
+    wav = speech_like(int(2.3 * RATE), 0)  # not a whole number of 1920-sample frames
     return write_float_wav(tmp_path_factory.mktemp("ref") / "ref.wav", wav), wav
 
 
@@ -175,7 +157,7 @@ def test_clone_cache_is_reused_and_follows_the_recording(model, reference, tmp_p
     np.testing.assert_array_equal(again.ref_codes, made.ref_codes)
     np.testing.assert_array_equal(again.speaker_vector, made.speaker_vector)
 
-    write_float_wav(path, speech_like(2.3, seed=5))  # the recording changes
+    write_float_wav(path, speech_like(int(2.3 * RATE), 5))  # the recording changes
     changed = Cloner(model, cache_dir=cache).prompt(path, REF_TEXT)
     assert len(encodings) == 2 and not np.array_equal(changed.ref_codes, made.ref_codes)
 
@@ -192,7 +174,7 @@ def test_a_damaged_cache_entry_is_encoded_again(model, reference, tmp_path, enco
 
 
 def test_a_recording_at_another_rate_gives_the_official_features(official, model, tmp_path):
-    wav = speech_like(2.0, seed=2, rate=44100)
+    wav = speech_like(2 * 44100, 2, rate=44100)
     (item,) = official.wrapper.create_voice_clone_prompt(ref_audio=(wav, 44100), ref_text=REF_TEXT)
     ref = Cloner(model, use_cache=False).reference(write_float_wav(tmp_path / "cd.wav", wav, 44100))
     np.testing.assert_array_equal(ref.codes, item.ref_code.numpy())  # both resample with soxr HQ
@@ -202,7 +184,7 @@ def test_a_recording_at_another_rate_gives_the_official_features(official, model
 def test_server_reuses_the_clone_cache_on_its_second_start(base, reference, tmp_path, encodings):
     model_dir = tmp_path / "model"
     shutil.copytree(base[1], model_dir)
-    bad = write_float_wav(tmp_path / "short.wav", speech_like(0.4))
+    bad = write_float_wav(tmp_path / "short.wav", speech_like(int(0.4 * RATE), 0))
     voices = (VoiceConfig("anna", description="Anna", ref_audio=str(reference[0]), ref_text=REF_TEXT),
               VoiceConfig("timbre", ref_audio=str(reference[0]), x_vector_only=True),
               VoiceConfig("broken", ref_audio=str(bad), ref_text="Too short."))
@@ -227,7 +209,7 @@ def test_server_reuses_the_clone_cache_on_its_second_start(base, reference, tmp_
 
 
 def test_a_clone_that_cannot_speak_is_skipped_and_the_others_are_served(base, reference, tmp_path):
-    long = write_float_wav(tmp_path / "long.wav", speech_like(20.0, seed=3))  # 250 reference frames
+    long = write_float_wav(tmp_path / "long.wav", speech_like(int(20.0 * RATE), 3))  # 250 reference frames
     voices = (VoiceConfig("long", ref_audio=str(long), ref_text=REF_TEXT),
               VoiceConfig("timbre", ref_audio=str(reference[0]), x_vector_only=True))
     engine = EngineConfig(max_frames=8, kv_blocks=6, prefill_chunk=16)  # 192 tokens: too few for the long one
@@ -250,8 +232,8 @@ def test_a_clone_that_cannot_speak_is_skipped_and_the_others_are_served(base, re
 @pytest.mark.parametrize("make,message", [
     (lambda p: p, "cannot read"),
     (lambda p: (p.write_bytes(b"ID3\x04 not audio at all" * 10), p)[1], "not a WAV file"),
-    (lambda p: write_float_wav(p, speech_like(0.5)), "0.5 s long"),
-    (lambda p: write_float_wav(p, speech_like(31.0)), "31.0 s long"),
+    (lambda p: write_float_wav(p, speech_like(int(0.5 * RATE), 0)), "0.5 s long"),
+    (lambda p: write_float_wav(p, speech_like(int(31.0 * RATE), 0)), "31.0 s long"),
     (lambda p: write_float_wav(p, np.zeros(RATE * 2, np.float32)), "silent"),
 ], ids=["missing", "not-wav", "too-short", "too-long", "silent"])
 def test_unusable_recordings_are_refused_with_the_voice_named(model, tmp_path, make, message):

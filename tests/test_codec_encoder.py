@@ -18,6 +18,8 @@ import pytest
 from wyoming_qwen3tts.convert.codec_encoder import build_codec_encoder
 from wyoming_qwen3tts.convert.ops import Weights
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
+
+from signals import speech_like
 from wyoming_qwen3tts.model.spec import ConfigError, parse_codec_encoder
 
 F32 = {"INFERENCE_PRECISION_HINT": "f32"}
@@ -29,21 +31,6 @@ def round_trip(model: ov.Model, path: Path) -> ov.CompiledModel:
     ov.save_model(model, path, compress_to_fp16=False)
     core = ov.Core()
     return core.compile_model(core.read_model(path), "CPU", F32)
-
-
-def speech_like(samples: int, seed: int) -> np.ndarray:
-    """A voiced source (f0 gliding 90–260 Hz, 12 decaying harmonics) under a syllable-rate
-    envelope with pauses, plus fricative-like noise bursts and a little background noise."""
-    rng = np.random.default_rng(seed)
-    t = np.arange(samples) / RATE
-    f0 = 150 + 60 * np.sin(2 * np.pi * rng.uniform(0.2, 0.6) * t + rng.uniform(0, 6)) + 20 * rng.standard_normal()
-    phase = 2 * np.pi * np.cumsum(f0) / RATE
-    voiced = sum(np.sin(h * phase + rng.uniform(0, 6)) / h ** 1.2 for h in range(1, 13))
-    syllables = np.clip(np.sin(2 * np.pi * rng.uniform(3, 5) * t + rng.uniform(0, 6)), 0, None) ** 2
-    pauses = (np.sin(2 * np.pi * 0.7 * t + rng.uniform(0, 6)) > -0.6).astype(np.float64)
-    bursts = rng.standard_normal(samples) * (np.sin(2 * np.pi * 1.3 * t + rng.uniform(0, 6)) > 0.85)
-    x = 0.25 * voiced * syllables * pauses + 0.08 * bursts + 0.005 * rng.standard_normal(samples)
-    return (0.6 * x / np.abs(x).max()).astype(np.float32)
 
 
 def chirp_mix(samples: int, seed: int) -> np.ndarray:

@@ -149,7 +149,9 @@ CodecState Runner::primed(const std::vector<int64_t>& prefix) {
       return primed_.front().second;
     }
   }
+  auto begin = Clock::now();
   CodecState state = codec_->prime(prefix);
+  times_.codec_s += seconds_since(begin);  // the reference's decoding counts as codec time, as in Python
   primed_.emplace_front(prefix, state);
   if (primed_.size() > kPrimedStates) primed_.pop_back();
   return state;

@@ -176,6 +176,7 @@ class Runner:
         if state is None:
             begin = time.perf_counter()
             state = self.model.streaming.prime(np.asarray(prefix, np.int64).T).state
+            self.times.codec_s += time.perf_counter() - begin
             log.info("codec primed with %d reference frames in %.2f s", prefix.shape[0], time.perf_counter() - begin)
         self._primed[key] = state
         while len(self._primed) > PRIMED_STATES:

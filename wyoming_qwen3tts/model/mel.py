@@ -94,11 +94,6 @@ def hann_window(size: int) -> np.ndarray:
     return window
 
 
-def num_frames(num_samples: int, p: MelParams = MEL) -> int:
-    """Frames log_mel returns for this many samples (num_samples // hop for the defaults)."""
-    return (num_samples + 2 * p.pad - p.n_fft) // p.hop + 1
-
-
 def log_mel(audio: np.ndarray, p: MelParams = MEL) -> np.ndarray:
     """Log-mel features [T, n_mels] float32 of mono audio at p.sample_rate.
 
