@@ -35,7 +35,8 @@ def converted_factory(checkpoint_factory, tmp_path_factory: pytest.TempPathFacto
         key = (preset, variant, weights, tuple(sorted(options.items())))
         if key not in cache:
             src = checkpoint_factory(preset, variant, **options)
-            cache[key] = convert(src, tmp_path_factory.mktemp("converted") / "-".join(map(str, key[:3])), weights=weights)
+            out = tmp_path_factory.mktemp("converted") / "-".join(map(str, key[:3]))
+            cache[key] = convert(src, out, weights=weights)
         return cache[key]
 
     return make

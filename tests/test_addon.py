@@ -468,7 +468,8 @@ def test_s6_services_run_the_run_script() -> None:
 
 def test_dockerfile_wiring() -> None:
     dockerfile = (ADDON / "Dockerfile").read_text(encoding="utf-8")
-    assert re.search(r"^FROM ghcr\.io/home-assistant/base-debian:trixie$", dockerfile, re.MULTILINE)  # explicit, no BUILD_FROM
+    # explicit, no BUILD_FROM
+    assert re.search(r"^FROM ghcr\.io/home-assistant/base-debian:trixie$", dockerfile, re.MULTILINE)
     assert "COPY addon/rootfs /" in dockerfile
     assert 'CMD ["/usr/local/bin/qwen3tts_addon.py", "health"]' in dockerfile
     assert RUN_SCRIPT.read_text().startswith("#!/opt/venv/bin/python3\n")

@@ -117,7 +117,8 @@ def test_embedding_graph_equals_numpy_for_every_track(checkpoint_factory, tmp_pa
     model = LoadedModel(convert(src, tmp_path / "ov", weights="fp32"), precision="f32", kv_precision="f32")
     rng = np.random.default_rng(0)
     for non_streaming in (False, True):
-        req = VoiceRequest("Hello world, clone me.", "english", speaker_vector=rng.standard_normal(64).astype(np.float32),
+        req = VoiceRequest("Hello world, clone me.", "english",
+                           speaker_vector=rng.standard_normal(64).astype(np.float32),
                            ref_text="The reference words.", ref_codes=rng.integers(0, 2048, (9, 16)),
                            non_streaming=non_streaming)
         prompt = model.prompt(req)

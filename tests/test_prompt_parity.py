@@ -74,7 +74,8 @@ DESIGN_CASES = [
 
 
 @pytest.mark.parametrize("preset", PRESETS)
-@pytest.mark.parametrize("case", DESIGN_CASES, ids=[f"{c[1]}-{'ns' if c[3] else 's'}-{len(c[2])}" for c in DESIGN_CASES])
+@pytest.mark.parametrize("case", DESIGN_CASES,
+                         ids=[f"{c[1]}-{'ns' if c[3] else 's'}-{len(c[2])}" for c in DESIGN_CASES])
 def test_voice_design(pair, preset, case):
     text, language, instruct, non_streaming = case
     official, ours = pair(preset, "voice_design")

@@ -44,7 +44,8 @@ def model(converted):
 
 def test_streaming_audio_in_a_batch_equals_offline(model):
     requests = [VoiceRequest("One two three.", "english", "ryan"),
-                VoiceRequest("A somewhat longer sentence for the second stream.", "auto", "vivian", non_streaming=False),
+                VoiceRequest("A somewhat longer sentence for the second stream.", "auto", "vivian",
+                             non_streaming=False),
                 VoiceRequest("Third.", "english", "aiden")]
     params = [SamplingParams.from_defaults(model.spec.generation, max_new_tokens=n, seed=i).greedy()
               for i, n in enumerate((11, 30, 19))]

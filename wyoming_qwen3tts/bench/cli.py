@@ -145,7 +145,8 @@ def main(argv: list[str] | None = None) -> int:
     print(markdown(report))
     if report.other_cpu_share + report.steal_share > BUSY:
         log.warning("others took %.0f %% of the CPU while measuring (processes %.0f %%, other VMs %.0f %%): the "
-                    "figures are low; run again on a quiet machine", (report.other_cpu_share + report.steal_share) * 100,
+                    "figures are low; run again on a quiet machine",
+                    (report.other_cpu_share + report.steal_share) * 100,
                     report.other_cpu_share * 100, report.steal_share * 100)
     log.info("wrote %s.{json,md,png} in %.1f min", stem, report.wall_s / 60)
     return 0

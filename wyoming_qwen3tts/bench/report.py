@@ -72,7 +72,8 @@ def _one_stream(r: Report) -> list[str]:
                   f"{r.ratios['frames_per_s_vs_official_generation_only']:.2f}×"),
              _row("RTF (time ÷ audio; < 1 is faster than real time)", one.rtf.text(".2f"), off.rtf.text(".2f"), ""),
              _row("talker ms/frame (prefill included)", ms["talker"].text(), off.per_frame_ms["talker"].text(), ""),
-             _row("subcode ms/frame (15 code-predictor steps)", ms["subcode"].text(), off.per_frame_ms["subcode"].text(),
+             _row("subcode ms/frame (15 code-predictor steps)", ms["subcode"].text(),
+                  off.per_frame_ms["subcode"].text(),
                   ""),
              _row("codec decoder ms/frame", ms["codec"].text(), off.per_frame_ms["decoder"].text(), ""),
              _row("host ms/frame (sampling, bookkeeping)", ms["host"].text(), "–", ""),
@@ -141,7 +142,8 @@ def markdown(r: Report) -> str:
               f"- Workload: \"{w.text}\" ({o.prompt_tokens} prompt tokens), speaker {w.speaker}, {w.language}; "
               f"{w.frames} frames ({w.audio_s:.1f} s of audio) per request, EOS held off; default sampling; "
               f"{w.runs} runs per scenario, figures are median (min–max)",
-              f"- Ours: {o.setup.runner} runner, INT8 weights, {o.setup.precision} compute, {o.setup.kv_precision} KV cache, codec chunks "
+              f"- Ours: {o.setup.runner} runner, INT8 weights, {o.setup.precision} compute, "
+              f"{o.setup.kv_precision} KV cache, codec chunks "
               f"{o.setup.first_chunk} then {o.setup.steady_chunk}, threads {o.setup.threads or m['cores']}; "
               f"load {o.load_s:.1f} s; official: qwen-tts on PyTorch, {r.official.threads} threads",
               f"- Command: `{r.command}` ({r.wall_s / 60:.1f} min); while it measured, other processes used "
@@ -161,7 +163,8 @@ def plot(r: Report, path: Path) -> None:
     streams = [level.streams for level in levels]
     fps = [level.aggregate_fps for level in levels]
     fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    left.errorbar(streams, [f.median for f in fps], yerr=[[f.median - f.min for f in fps], [f.max - f.median for f in fps]],
+    spread = [[f.median - f.min for f in fps], [f.max - f.median for f in fps]]
+    left.errorbar(streams, [f.median for f in fps], yerr=spread,
                   marker="o", capsize=3, label="ours")
     left.plot(streams, [n / FRAME_S for n in streams], "k--", lw=1, label="real time for every stream")
     left.plot(streams, [n * 1e3 / r.bound.bound_ms["total"] for n in streams], ":", color="tab:green", lw=2,

@@ -89,7 +89,8 @@ def to_paged(model: ov.Model, num_layers: int) -> ov.Model:
     paged_attention_transformation(model)
     count = sum(o.get_type_name() == "PagedAttentionExtension" for o in model.get_ordered_ops())
     if count != num_layers:
-        raise RuntimeError(f"paged_attention_transformation inserted {count} PagedAttention nodes, expected {num_layers}")
+        raise RuntimeError(f"paged_attention_transformation inserted {count} PagedAttention nodes, "
+                           f"expected {num_layers}")
     return model
 
 

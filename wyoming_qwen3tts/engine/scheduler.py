@@ -256,7 +256,8 @@ class Scheduler:
         self._window.finished(result)
         req.stream.finish(result, error)
         log.info("request %d: %s after %d frames (%.2f s audio) in %.2f s, queued %.2f s, first audio %s", req.id,
-                 reason, frames, samples / SAMPLE_RATE, result.total_s, queued, "-" if ttfa is None else f"{ttfa:.3f} s")
+                 reason, frames, samples / SAMPLE_RATE, result.total_s, queued,
+                 "-" if ttfa is None else f"{ttfa:.3f} s")
 
     def _drain_all(self, error: EngineError, waiting: bool) -> None:
         """End every running request (a step failed for all of them), and on shutdown

@@ -54,7 +54,8 @@ class TensorStore:
                     if shard not in files:
                         files[shard] = SafetensorsFile(root / shard)
                     if name not in files[shard].names():
-                        raise CheckpointError(f"tensor {name} is listed in {root / index} but missing from {root / shard}")
+                        raise CheckpointError(f"tensor {name} is listed in {root / index} "
+                                              f"but missing from {root / shard}")
                     self._where[name] = files[shard]
             elif (root / single).exists():
                 f = SafetensorsFile(root / single)

@@ -107,7 +107,8 @@ def _speaker_track(spec: ModelSpec, req: VoiceRequest) -> list[int]:
     """The speaker slot of the codec prefix (empty for VoiceDesign)."""
     if spec.model_type == "custom_voice":
         if not req.speaker:
-            raise PromptError(f"a custom_voice model needs a speaker (one of: {', '.join(s.name for s in spec.speakers)})")
+            known = ", ".join(s.name for s in spec.speakers)
+            raise PromptError(f"a custom_voice model needs a speaker (one of: {known})")
         try:
             return [spec.speaker(req.speaker).codec_id]
         except KeyError as e:

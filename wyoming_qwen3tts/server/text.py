@@ -57,7 +57,8 @@ class TextTooLong(ValueError):
 
 # --- normalisation ---------------------------------------------------------------------------
 
-_FENCED_BLOCK = re.compile(r"^[ \t]*((`|~)\2{2,})[^\n`]*(?:\n.*?(?:^[ \t]*\2{3,}[ \t]*$|\Z)|\Z)", re.MULTILINE | re.DOTALL)
+_FENCED_BLOCK = re.compile(r"^[ \t]*((`|~)\2{2,})[^\n`]*(?:\n.*?(?:^[ \t]*\2{3,}[ \t]*$|\Z)|\Z)",
+                           re.MULTILINE | re.DOTALL)
 # (character classes exclude their own opening bracket: a failed match stops at the next one,
 # which keeps every pattern linear in the length of the text)
 _AUTOLINK = re.compile(r"<(?:https?|ftp|mailto):[^<>\s]*>")
