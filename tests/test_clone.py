@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import oracle  # first: stubs the unused 25 Hz deps
 
+import asyncio
 import json
 import logging
 import math
@@ -20,11 +21,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from wyoming.client import AsyncClient
+from wyoming.info import Describe, Info
 
+from wyoming_qwen3tts.client import synthesize
 from wyoming_qwen3tts.config import ServerConfig, VoiceConfig, apply_overrides
 from wyoming_qwen3tts.convert.manifest import MANIFEST, ConvertedModelError, read_converted
 from wyoming_qwen3tts.convert.pipeline import convert
-from wyoming_qwen3tts.engine.audio import read_wav
+from wyoming_qwen3tts.engine.audio import read_wav, to_int16
 from wyoming_qwen3tts.engine.clone import CloneError, Cloner
 from wyoming_qwen3tts.engine.config import EngineConfig
 from wyoming_qwen3tts.engine.model import LoadedModel
@@ -36,6 +40,13 @@ from wyoming_qwen3tts.server.app import build_service
 from wyoming_qwen3tts.server.voices import Catalogue
 
 from signals import speech_like, write_float_wav
+from test_server import Server
+
+
+async def describe(uri: str) -> Info:
+    async with AsyncClient.from_uri(uri) as client:
+        await client.write_event(Describe().event())
+        return Info.from_event(await client.read_event())
 
 RATE = 24000
 REF_TEXT = "This is the reference recording of the voice."
@@ -201,6 +212,18 @@ def test_server_reuses_the_clone_cache_on_its_second_start(base, reference, tmp_
             pcm = service.engine.submit(catalogue.resolve("anna")[0].request("Hi there.", "auto"),
                                         service.params).read_all(60)
             assert pcm.size == 8 * 1920
+            server = Server(service)  # and through Wyoming, as Home Assistant asks for it
+            try:
+                info = asyncio.run(asyncio.wait_for(describe(server.uri), 30))
+                assert [(v.name, v.description) for v in info.tts[0].voices] == [("anna", "Anna"),
+                                                                                 ("timbre", "timbre")]
+                for voice in ("anna", "timbre"):
+                    reply = asyncio.run(asyncio.wait_for(synthesize(server.uri, "Hi there.", voice=voice), 60))
+                    assert len(reply.audio) == 8 * 1920 * 2
+                    if voice == "anna":  # greedy: the same samples as the engine gave directly
+                        assert np.array_equal(np.frombuffer(bytes(reply.audio), "<i2"), to_int16(pcm))
+            finally:
+                server.close()
         finally:
             service.engine.close()
         assert len(encodings) == expected, f"start {start}"
