@@ -19,15 +19,9 @@ from wyoming_qwen3tts.convert.codec import build_codec_decoder
 from wyoming_qwen3tts.convert.ops import Weights
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
 
-F32 = {"INFERENCE_PRECISION_HINT": "f32"}
+from ir import round_trip
+
 log = logging.getLogger(__name__)
-
-
-def round_trip(model: ov.Model, path: Path, config: dict | None = None) -> ov.CompiledModel:
-    """Save, read back and compile: CPU-plugin bugs have shown only after this."""
-    ov.save_model(model, path, compress_to_fp16=False)
-    core = ov.Core()
-    return core.compile_model(core.read_model(path), "CPU", F32 if config is None else config)
 
 
 @pytest.fixture(scope="module")

@@ -18,19 +18,12 @@ import pytest
 from wyoming_qwen3tts.convert.codec_encoder import build_codec_encoder
 from wyoming_qwen3tts.convert.ops import Weights
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
-
-from signals import speech_like
 from wyoming_qwen3tts.model.spec import ConfigError, parse_codec_encoder
 
-F32 = {"INFERENCE_PRECISION_HINT": "f32"}
+from ir import round_trip
+from signals import speech_like
+
 RATE, FRAME = 24000, 1920
-
-
-def round_trip(model: ov.Model, path: Path) -> ov.CompiledModel:
-    """Save, read back and compile: CPU-plugin bugs have shown only after this."""
-    ov.save_model(model, path, compress_to_fp16=False)
-    core = ov.Core()
-    return core.compile_model(core.read_model(path), "CPU", F32)
 
 
 def chirp_mix(samples: int, seed: int) -> np.ndarray:

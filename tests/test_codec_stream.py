@@ -21,15 +21,10 @@ from wyoming_qwen3tts.convert.ops import Weights
 from wyoming_qwen3tts.engine.codec_stream import CodecStream, StreamingCodec
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
 
-F32 = {"INFERENCE_PRECISION_HINT": "f32"}
+from ir import round_trip
+
 FIRST, STEADY = (1, 2, 4), (8, 24)
 FRAMES = 400
-
-
-def round_trip(model: ov.Model, path: Path) -> ov.CompiledModel:
-    ov.save_model(model, path, compress_to_fp16=False)
-    core = ov.Core()
-    return core.compile_model(core.read_model(path), "CPU", F32)
 
 
 @pytest.fixture(scope="module")

@@ -18,9 +18,9 @@ from wyoming_qwen3tts.convert.speaker_encoder import build_speaker_encoder, min_
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
 from wyoming_qwen3tts.model.mel import hann_window, log_mel, mel_filterbank
 
+from ir import round_trip
 from signals import speech_like
 
-F32 = {"INFERENCE_PRECISION_HINT": "f32"}
 SR = 24000
 # 1 s, 3.3 s, a length that is not a multiple of the 256-sample hop, and a short clip
 LENGTHS = [SR, 79200, 3 * SR + 123, 4000]
@@ -47,10 +47,8 @@ def official(tiny):
 @pytest.fixture(scope="module")
 def encoder(tiny, tmp_path_factory) -> ov.CompiledModel:
     """Saved, read back and compiled: CPU-plugin bugs have shown only after this."""
-    path = tmp_path_factory.mktemp("speaker") / "speaker_encoder.xml"
-    ov.save_model(build_speaker_encoder(Checkpoint(tiny), Weights("fp32")), path, compress_to_fp16=False)
-    core = ov.Core()
-    return core.compile_model(core.read_model(path), "CPU", F32)
+    return round_trip(build_speaker_encoder(Checkpoint(tiny), Weights("fp32")),
+                      tmp_path_factory.mktemp("speaker") / "speaker_encoder.xml")
 
 
 def test_filterbank_and_window_match_librosa_and_torch() -> None:
