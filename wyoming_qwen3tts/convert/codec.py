@@ -30,7 +30,8 @@ from openvino import opset13 as op
 
 from ..model.checkpoint import Checkpoint, TensorStore
 from ..model.spec import CodecDecoderSpec
-from .ops import Weights, apply_rope, f32, i64, linear, merge_heads, out, rms_norm, rope_tables, split_heads, to_bhtd
+from .ops import (Weights, apply_rope, explicit_attention, f32, i64, linear, merge_heads, out, rms_norm, rope_tables,
+                  split_heads, to_bhtd)
 
 log = logging.getLogger(__name__)
 
@@ -107,7 +108,7 @@ def _const(store: TensorStore, name: str) -> ov.Output:
     return f32(store.get(name))
 
 
-def _channels(a: np.ndarray) -> ov.Output:
+def per_channel(a: np.ndarray) -> ov.Output:
     """A per-channel vector as f32 [1, C, 1] for [B, C, L] tensors."""
     return f32(np.asarray(a, np.float32)[None, :, None])
 
@@ -115,7 +116,7 @@ def _channels(a: np.ndarray) -> ov.Output:
 def conv(x: ov.Output, store: TensorStore, w: Weights, prefix: str, dilation: int = 1) -> ov.Output:
     """Plain (valid) Conv1d + bias of torch weight [out, in, k] on x [B, in, L]."""
     y = op.convolution(x, w(store.get(prefix + "weight")), [1], [0], [0], [dilation])
-    return out(op.add(y, _channels(store.get(prefix + "bias"))))
+    return out(op.add(y, per_channel(store.get(prefix + "bias"))))
 
 
 def causal_conv(x: ov.Output, ctx: Context, store: TensorStore, w: Weights, prefix: str,
@@ -153,7 +154,7 @@ def snake(x: ov.Output, store: TensorStore, prefix: str) -> ov.Output:
     """SnakeBeta: x + 1/(exp(β)+1e-9) · sin²(x·exp(α)); α, β are stored in log space."""
     alpha = np.exp(store.get(prefix + "alpha"))
     inv_beta = np.float32(1.0) / (np.exp(store.get(prefix + "beta")) + np.float32(SNAKE_EPS))
-    return out(op.add(x, op.multiply(_channels(inv_beta), sin_squared(out(op.multiply(x, _channels(alpha)))))))
+    return out(op.add(x, op.multiply(per_channel(inv_beta), sin_squared(out(op.multiply(x, per_channel(alpha)))))))
 
 
 def polyphase(x: ov.Output, store: TensorStore, w: Weights, prefix: str, rate: int) -> ov.Output:
@@ -169,7 +170,7 @@ def polyphase(x: ov.Output, store: TensorStore, w: Weights, prefix: str, rate: i
     # conv weight [C_out·r, C_in, taps]: channel c·r + j, conv tap t reads x[l - (taps-1-t)]
     kernel = wt.reshape(c_in, c_out, taps, rate)[:, :, ::-1, :].transpose(1, 3, 0, 2).reshape(c_out * rate, c_in, taps)
     y = op.convolution(x, w(np.ascontiguousarray(kernel)), [1], [0], [0], [1])
-    y = op.add(y, _channels(np.repeat(store.get(prefix + "bias"), rate)))
+    y = op.add(y, per_channel(np.repeat(store.get(prefix + "bias"), rate)))
     y = op.transpose(op.reshape(y, i64([0, c_out, rate, -1]), True), i64([0, 1, 3, 2]))  # [B, C_out, L, r]
     return out(op.reshape(y, i64([0, c_out, -1]), True))
 
@@ -192,7 +193,7 @@ def convnext(x: ov.Output, ctx: Context, store: TensorStore, w: Weights, prefix:
     dw = store.get(prefix + "dwconv.conv.weight")  # [C, 1, k]
     h = ctx.left(x, prefix + "dwconv.conv", dw.shape[-1] - 1)
     h = op.group_convolution(h, f32(dw[:, None]), [1], [0], [0], [1])
-    h = op.transpose(op.add(h, _channels(store.get(prefix + "dwconv.conv.bias"))), i64([0, 2, 1]))
+    h = op.transpose(op.add(h, per_channel(store.get(prefix + "dwconv.conv.bias"))), i64([0, 2, 1]))
     h = op.mvn(h, i64([-1]), True, CONVNEXT_EPS, "inside_sqrt")
     h = op.add(op.multiply(h, _const(store, prefix + "norm.weight")), _const(store, prefix + "norm.bias"))
     h = op.gelu(linear(h, w(store.get(prefix + "pwconv1.weight")), _const(store, prefix + "pwconv1.bias")), "erf")
@@ -245,8 +246,7 @@ def attention_layer(x: ov.Output, ctx: Context, spec: CodecDecoderSpec, store: T
     q = apply_rope(project("q"), cos, sin, d, fusable=False)
     k = apply_rope(project("k"), cos, sin, d, fusable=False)
     k_all, v_all, bias = ctx.keys(prefix + "self_attn", k, project("v"))
-    scores = op.add(op.multiply(op.matmul(q, k_all, False, True), f32(np.float32(d ** -0.5))), bias)
-    attn = merge_heads(op.matmul(op.softmax(scores, -1), v_all, False, False), heads * d)
+    attn = merge_heads(explicit_attention(q, k_all, v_all, f32(np.float32(d ** -0.5)), bias=bias), heads * d)
     attn = linear(attn, w(store.get(prefix + "self_attn.o_proj.weight")))
     x = out(op.add(x, op.multiply(attn, _const(store, prefix + "self_attn_layer_scale.scale"))))
     h = rms_norm(x, _const(store, prefix + "post_attention_layernorm.weight"), spec.rms_norm_eps)

@@ -36,19 +36,9 @@ from openvino import opset13 as op
 
 from ..model.checkpoint import Checkpoint, CheckpointError, TensorStore
 from ..model.spec import CodecEncoderSpec
-from .codec import OfflineContext, named, seen_to_bias
-from .ops import (
-    Weights,
-    apply_rope,
-    f32,
-    i64,
-    linear,
-    merge_heads,
-    out,
-    repeat_kv,
-    split_heads,
-    to_bhtd,
-)
+from .codec import OfflineContext, named, per_channel, seen_to_bias
+from .ops import (Weights, apply_rope, explicit_attention, f32, i64, linear, merge_heads, out, repeat_kv,
+                  split_heads, to_bhtd)
 
 log = logging.getLogger(__name__)
 
@@ -65,11 +55,6 @@ def _tensor(store: TensorStore, name: str, shape: tuple[int, ...]) -> np.ndarray
     return store.get(name)
 
 
-def _channels(a: np.ndarray) -> ov.Output:
-    """A per-channel vector as f32 [1, C, 1] for [B, C, L] tensors."""
-    return f32(np.asarray(a, np.float32)[None, :, None])
-
-
 # ------------------------------------------------------------------------------- SEANet
 
 def mimi_conv(x: ov.Output, store: TensorStore, w: Weights, prefix: str, shape: tuple[int, int, int],
@@ -84,7 +69,7 @@ def mimi_conv(x: ov.Output, store: TensorStore, w: Weights, prefix: str, shape: 
         padded = op.pad(x, i64([0, 0, left]), i64([0, 0, right]), PAD_MODES[pad_mode])
         y = op.convolution(padded, w(kernel), [stride], [0], [0], [dilation])
     if prefix + "conv.bias" in store:
-        y = op.add(y, _channels(_tensor(store, prefix + "conv.bias", shape[:1])))
+        y = op.add(y, per_channel(_tensor(store, prefix + "conv.bias", shape[:1])))
     return out(y)
 
 
@@ -146,8 +131,7 @@ def transformer_layer(x: ov.Output, spec: CodecEncoderSpec, store: TensorStore, 
     q = apply_rope(project("q", heads), cos, sin, d, fusable=False)
     k = repeat_kv(apply_rope(project("k", kv_heads), cos, sin, d, fusable=False), heads // kv_heads, heads, d)
     v = repeat_kv(project("v", kv_heads), heads // kv_heads, heads, d)
-    scores = op.add(op.multiply(op.matmul(q, k, False, True), f32(np.float32(1.0 / np.sqrt(d)))), causal)
-    attn = merge_heads(op.matmul(op.softmax(scores, -1), v, False, False), heads * d)
+    attn = merge_heads(explicit_attention(q, k, v, f32(np.float32(1.0 / np.sqrt(d))), bias=causal), heads * d)
     attn = _proj(attn, store, w, prefix + "self_attn.o_proj.", (width, heads * d))
     x = out(op.add(x, op.multiply(attn, f32(store.get(prefix + "self_attn_layer_scale.scale")))))
 

@@ -133,14 +133,18 @@ def repeat_kv(x: Value, groups: int, heads: int, head_dim: int) -> ov.Output:
     return out(op.reshape(x, i64([0, heads, -1, head_dim]), special_zero=True))
 
 
-def explicit_attention(q: Value, k: Value, v: Value, scale: ov.Output, causal: bool) -> ov.Output:
-    """softmax(q kᵀ · scale [+ causal mask]) v for q [B,H,Tq,D], k/v [B,H,Tk,D].
+def explicit_attention(q: Value, k: Value, v: Value, scale: ov.Output, causal: bool = False,
+                       bias: Value | None = None) -> ov.Output:
+    """softmax(q kᵀ · scale [+ causal mask] [+ bias]) v for q [B,H,Tq,D], k/v [B,H,Tk,D].
 
     The causal mask needs static Tq and Tk (the code predictor's first step: 2 and 2); it
     is an additive constant (0 / float32 min, bottom-right aligned, as transformers builds
     it). A Select against -inf computed in-graph gave wrong values after an IR round trip
-    on the CPU plugin (OpenVINO 2026.4.1), the constant does not."""
+    on the CPU plugin (OpenVINO 2026.4.1), the constant does not. `bias` is an additive
+    mask computed in the graph from positions (codec.seen_to_bias), for dynamic lengths."""
     scores = op.multiply(op.matmul(q, k, transpose_a=False, transpose_b=True), scale)
+    if bias is not None:
+        scores = op.add(scores, bias)
     if causal:
         tq, tk = out(q).get_partial_shape()[2], out(k).get_partial_shape()[2]
         if not (tq.is_static and tk.is_static):
