@@ -121,7 +121,7 @@ class Runner:
                 self._talker.set_tensor(name, ov.Tensor(port.get_element_type(), shape))
         self.active: list[Sequence] = []
         self._next_id = 0
-        self._primed: OrderedDict[bytes, dict[str, np.ndarray] | None] = OrderedDict()
+        self._primed: OrderedDict[bytes, dict[str, np.ndarray]] = OrderedDict()
         self.times = StepTimes()
 
     @property
@@ -176,8 +176,9 @@ class Runner:
         if state is None:
             begin = time.perf_counter()
             state = self.model.streaming.prime(np.asarray(prefix, np.int64).T).state
-            self.times.codec_s += time.perf_counter() - begin
-            log.info("codec primed with %d reference frames in %.2f s", prefix.shape[0], time.perf_counter() - begin)
+            elapsed = time.perf_counter() - begin
+            self.times.codec_s += elapsed
+            log.info("codec primed with %d reference frames in %.2f s", prefix.shape[0], elapsed)
         self._primed[key] = state
         while len(self._primed) > PRIMED_STATES:
             self._primed.popitem(last=False)
