@@ -21,9 +21,8 @@ import openvino as ov
 
 from .stats import Spread
 
-ELEMENT_BYTES = {"int8": 1, "fp16": 2, "fp32": 4}
-STORED = {"int8_sym": "int8", "fp16": "fp16", "fp32": "fp32"}  # manifest weight formats
-LM_PRECISIONS = ("int8", "fp16", "fp32")  # what the talker and subcode may be converted to
+ELEMENT_BYTES = {"int4": 0.5, "int8": 1, "fp16": 2, "fp32": 4}
+LM_PRECISIONS = ("int4", "int8", "fp16", "fp32")  # what the talker and subcode may be converted to
 CODEC_PRECISIONS = ("fp16", "fp32")  # the codec is never INT8
 STREAMED = frozenset({"MatMul", "Convolution", "GroupConvolution", "ConvolutionBackpropData",
                       "GroupConvolutionBackpropData"})
@@ -77,7 +76,7 @@ class GraphReads:
     """Memory one call of a graph reads for its constants (activations and KV aside)."""
 
     graph: str
-    stored: str  # int8 / fp16 / fp32, as converted
+    stored: str  # int4 / int8 / fp16 / fp32, as converted
     frames_per_call: int  # per sequence: 1, or a codec chunk's frames
     weight_elements: int  # MatMul/convolution weights, each counted once per use
     weight_bytes: int  # the same as stored (INT8 with its scales)
@@ -87,10 +86,25 @@ class GraphReads:
 
     def bytes_per_frame(self, precision: str | None = None) -> float:
         """Bytes read per generated frame of one stream, with the weights stored at `precision`
-        (None: as converted; other precisions ignore INT8 scales, < 1 % of the weights)."""
+        (None: as converted; other precisions ignore quantisation scales: < 1 % of INT8 weights,
+        3 % of INT4 ones with f16 scales per 128)."""
         weights = self.weight_bytes if precision in (None, self.stored) else \
             self.weight_elements * ELEMENT_BYTES[precision]
         return (weights + self.other_bytes) / self.frames_per_call
+
+
+def stored_format(manifest_format: str) -> str:
+    """int8_sym, int4_sym_g128, fp16, fp32 (a manifest's weight formats) → int8, int4, fp16, fp32."""
+    short = manifest_format.split("_")[0]
+    if short not in ELEMENT_BYTES:
+        raise ValueError(f"unknown stored weight format {manifest_format!r}")
+    return short
+
+
+def _nbytes(constant: ov.Node) -> int:
+    """Bytes a constant occupies (u4/i4 pack two elements per byte: the type's size says 1)."""
+    elements = int(np.prod(constant.get_output_shape(0), dtype=np.int64))
+    return (elements * constant.get_output_element_type(0).bitwidth + 7) // 8
 
 
 def _constant_derived(model: ov.Model) -> dict[str, tuple[ov.Node, ...]]:
@@ -122,8 +136,7 @@ def graph_reads(xml: Path, graph: str, stored: str, frames_per_call: int) -> Gra
             constants = roots.get(source.get_name())
             if constants is None:
                 continue
-            sizes = [int(np.prod(c.get_output_shape(0), dtype=np.int64)) * c.get_output_element_type(0).size
-                     for c in constants]
+            sizes = [_nbytes(c) for c in constants]
             if node.get_type_name() == "Gather" and port == 0:
                 gathered += sum(sizes)
             elif node.get_type_name() in STREAMED:
@@ -133,7 +146,7 @@ def graph_reads(xml: Path, graph: str, stored: str, frames_per_call: int) -> Gra
             else:
                 other += sum(sizes)
     precisions = CODEC_PRECISIONS if graph.startswith("codec") else LM_PRECISIONS
-    return GraphReads(graph, STORED[stored], frames_per_call, elements, weights, other, gathered, precisions)
+    return GraphReads(graph, stored_format(stored), frames_per_call, elements, weights, other, gathered, precisions)
 
 
 @dataclass
