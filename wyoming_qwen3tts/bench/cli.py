@@ -1,6 +1,7 @@
 """qwen3tts-bench: time to first audio, RTF, throughput and memory of our engine, side by side
-with the official PyTorch implementation on the same checkpoint and text, against this
-machine's memory-bandwidth bound. Writes JSON (every figure), markdown and a PNG plot."""
+with its peers on the same checkpoint and text — the official PyTorch implementation and
+vox-tts, the strongest CPU one — against this machine's memory-bandwidth bound. Writes JSON
+(every figure, and a flat summary), markdown and a PNG plot."""
 from __future__ import annotations
 
 import argparse
@@ -14,23 +15,28 @@ import time
 from datetime import datetime, timezone
 from pathlib import Path
 
+from ..convert.ops import WEIGHT_FORMATS
 from ..convert.pipeline import convert
 from ..engine.config import RUNNERS
 from ..engine.devices import PRECISIONS
 from ..model.synthetic.presets import PRESETS
 from ..model.synthetic.writer import write_checkpoint
+from . import vox_peer
 from .limits import frame_bound, graph_reads, read_bandwidth
 from .machine import Contention, machine, versions
 from .official import bench_official
+from .plot import plot
 from .process import run_isolated, setup_logging
-from .report import Report, compare, markdown, plot, write_json
-from .scenarios import EngineSetup, Workload, bench_ours
+from .report import Report, compare_official, compare_vox, markdown, summary, write_json
+from .scenarios import EngineSetup, Workload, bench_ours, merged, process_groups
 
 log = logging.getLogger("qwen3tts-bench")
 
 TEXT = "Good evening! The living room lights are off, the front door is locked, and tomorrow will be sunny."
 VARIANT = "custom_voice"
 BUSY = 0.05  # share of the CPU other processes may take before the figures are flagged
+PEERS = ("official", "vox")
+PRECISION_CHOICES = (*PRECISIONS, "auto")  # auto: LoadedModel picks per graph and device
 
 
 def _levels(text: str) -> list[int]:
@@ -40,13 +46,33 @@ def _levels(text: str) -> list[int]:
     return levels
 
 
+def _peers(text: str) -> tuple[str, ...]:
+    if text == "none":
+        return ()
+    names = tuple(dict.fromkeys(n.strip() for n in text.split(",")))
+    unknown = [n for n in names if n not in PEERS]
+    if unknown:
+        raise argparse.ArgumentTypeError(f"unknown peer(s) {', '.join(unknown)}: name any of {', '.join(PEERS)}, "
+                                         f"or none")
+    return names
+
+
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(prog="qwen3tts-bench", description=__doc__)
     parser.add_argument("--preset", choices=sorted(PRESETS), default="0.6b", help="synthetic checkpoint size")
     parser.add_argument("--work-dir", type=Path, default=Path.home() / ".cache" / "wyoming-qwen3tts" / "bench",
-                        help="where the synthetic checkpoint and its INT8 conversion are made once and reused")
+                        help="where the synthetic checkpoint, its conversions, the vox venv and vox model are made "
+                             "once and reused")
     parser.add_argument("--checkpoint", type=Path, help="an existing checkpoint directory instead of the work dir's")
-    parser.add_argument("--converted", type=Path, help="its existing INT8 conversion instead of the work dir's")
+    parser.add_argument("--converted", type=Path,
+                        help="its existing conversion (with --weights) instead of the work dir's")
+    parser.add_argument("--weights", choices=WEIGHT_FORMATS, default="int8",
+                        help="our talker and subcode weights: the conversion {preset}-custom_voice-{weights}")
+    parser.add_argument("--peers", type=_peers, default=PEERS,
+                        help="comma-separated peers to measure next to ours: official, vox; or none")
+    parser.add_argument("--vox-python", type=Path,
+                        help=f"a Python with vox-tts=={vox_peer.VERSION} instead of the work dir's vox venv "
+                             f"(which the first run creates with pip)")
     parser.add_argument("-o", "--out", type=Path, default=Path("bench-results"),
                         help="writes bench-PRESET.json, .md and .png here")
     parser.add_argument("--frames", type=int, default=40, help="frames per request (80 ms each), EOS held off")
@@ -60,7 +86,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="inference threads of each implementation")
     parser.add_argument("--runner", choices=RUNNERS, default="native", help="our step loop")
-    parser.add_argument("--precision", choices=PRECISIONS, default="f32", help="our compute precision")
+    parser.add_argument("--precision", choices=PRECISION_CHOICES, default="f32",
+                        help="our compute precision (auto: per graph and device)")
     parser.add_argument("--bandwidth-mb", type=int, default=1024, help="buffer read to measure bandwidth")
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args(argv)
@@ -78,9 +105,9 @@ def _write_checkpoint(out: Path, preset: str) -> Path:
 
 
 def prepare(args: argparse.Namespace) -> tuple[Path, Path]:
-    """The checkpoint and its INT8 conversion: given, found in the work dir, or made there."""
+    """The checkpoint and its conversion: given, found in the work dir, or made there."""
     checkpoint = args.checkpoint or args.work_dir / f"{args.preset}-{VARIANT}"
-    converted = args.converted or args.work_dir / f"{args.preset}-{VARIANT}-int8"
+    converted = args.converted or args.work_dir / f"{args.preset}-{VARIANT}-{args.weights}"
     if not (checkpoint / "config.json").is_file():
         if args.checkpoint:
             raise SystemExit(f"{checkpoint} is not a checkpoint directory")
@@ -90,9 +117,16 @@ def prepare(args: argparse.Namespace) -> tuple[Path, Path]:
     if not (converted / "manifest.json").is_file():
         if args.converted:
             raise SystemExit(f"{converted} is not a converted model directory")
-        log.info("converting %s to INT8 in %s", checkpoint, converted)
-        run_isolated(convert, checkpoint, converted, weights="int8")
+        log.info("converting %s to %s in %s", checkpoint, args.weights.upper(), converted)
+        run_isolated(convert, checkpoint, converted, weights=args.weights)
     return checkpoint, converted
+
+
+def prepare_vox(args: argparse.Namespace, checkpoint: Path) -> tuple[Path, Path]:
+    """vox's Python (given, or the work dir's venv) and its model of the checkpoint."""
+    python = vox_peer.check_python(args.vox_python or vox_peer.ensure_venv(args.work_dir / "vox-venv"))
+    model = vox_peer.build_model(python, checkpoint, args.work_dir / f"{checkpoint.name}-vox-{vox_peer.QUANT}.tmod")
+    return python, model
 
 
 def _model_facts(checkpoint: Path, converted: Path) -> dict[str, object]:
@@ -106,13 +140,17 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> Report:
     """Every measurement, then the figures derived from them."""
     start = time.perf_counter()
     checkpoint, converted = prepare(args)
+    vox = prepare_vox(args, checkpoint) if "vox" in args.peers else None
     contention = Contention.start()  # from here on, every figure is a measurement
     work = Workload(args.text, args.speaker, args.language, args.frames, args.runs)
-    setup = EngineSetup(runner=args.runner, precision=args.precision, threads=args.threads)
+    setup = EngineSetup(runner=args.runner, precision=args.precision, threads=args.threads,
+                        max_batch=max(args.streams))
     bandwidth = read_bandwidth(args.bandwidth_mb)
     log.info("read bandwidth: %s GB/s", ", ".join(f"{n} thread(s) {s.text()}" for n, s in bandwidth.gb_per_s.items()))
-    ours = run_isolated(bench_ours, converted, work, args.streams, setup)
-    official = run_isolated(bench_official, checkpoint, work, args.probe_frames, args.threads)
+    ours = merged([run_isolated(bench_ours, converted, work, group, setup) for group in process_groups(args.streams)])
+    official = run_isolated(bench_official, checkpoint, work, args.probe_frames, args.threads) \
+        if "official" in args.peers else None
+    theirs = vox_peer.bench_vox(*vox, work, args.threads, vox_peer.sampling(checkpoint)) if vox else None
     other_cpu_share, steal_share = contention.shares()
 
     facts = _model_facts(checkpoint, converted)
@@ -130,7 +168,10 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> Report:
         steal_share=steal_share, machine=machine(), versions=versions(),
         model=facts, workload=work, bandwidth=bandwidth, reads=reads,
         mb_per_frame={name: {p: r.bytes_per_frame(p) / 1e6 for p in r.precisions} for name, r in reads.items()},
-        bound=bound, ours=ours, official=official, ratios=compare(ours, official))
+        bound=bound, ours=ours, official=official, vox=theirs,
+        ratios={**({"official": compare_official(ours, official)} if official else {}),
+                **({"vox": compare_vox(ours, theirs)} if theirs else {})},
+        summary=summary(ours, official, theirs))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,4 +1,4 @@
-"""The benchmark's outputs: every figure as JSON, a markdown summary, and a PNG plot."""
+"""The benchmark's outputs: every figure as JSON (with a flat summary), and a markdown report."""
 from __future__ import annotations
 
 import dataclasses
@@ -7,9 +7,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .limits import Bandwidth, Bound, GraphReads
+from .limits import LM_PRECISIONS, Bandwidth, Bound, GraphReads
 from .official import OfficialResult
 from .scenarios import FRAME_S, PARTS, LevelResult, OursResult, Workload
+from .vox_peer import QUANT, VoxResult
 
 
 @dataclass
@@ -29,24 +30,50 @@ class Report:
     mb_per_frame: dict[str, dict[str, float]]  # graph → weight precision → MB read per frame
     bound: Bound
     ours: OursResult
-    official: OfficialResult
-    ratios: dict[str, float]  # ours ÷ official (> 1: ours is better)
+    official: OfficialResult | None  # None: not asked for (--peers)
+    vox: VoxResult | None
+    ratios: dict[str, dict[str, float]]  # peer → ours ÷ theirs (> 1: ours is better), one stream each
+    summary: dict[str, float | None]  # the headline figures, flat (see summary())
 
     @property
     def one(self) -> LevelResult:
         return self.ours.one
 
 
-def compare(ours: OursResult, official: OfficialResult) -> dict[str, float]:
-    """Side by side, one stream each; every ratio > 1 means ours is faster or earlier."""
+def compare_official(ours: OursResult, official: OfficialResult) -> dict[str, float]:
+    """Every ratio > 1 means ours is faster, earlier or smaller. The official package does
+    not stream: our first audio is compared with its first frame (codes, no audio yet)."""
     one = ours.one
     return {
         "frames_per_s": one.aggregate_fps.median / official.e2e_fps.median,  # both with decoding
-        "frames_per_s_vs_official_generation_only": one.aggregate_fps.median / official.generate_fps.median,
-        "first_audio_vs_official_first_frame": official.ttff_s.median / one.ttfa_p50_s.median,
+        "frames_per_s_generation_only": one.aggregate_fps.median / official.generate_fps.median,
+        "first_audio": official.ttff_s.median / one.ttfa_p50_s.median,
         "best_throughput": max(level.aggregate_fps.median for level in ours.levels) / official.e2e_fps.median,
-        "peak_rss": official.peak_rss_mb / ours.peak_rss_mb,
+        "peak_rss": official.peak_rss_mb / one.peak_rss_mb,
     }
+
+
+def compare_vox(ours: OursResult, vox: VoxResult) -> dict[str, float]:
+    """As compare_official; vox streams, so first audio is compared with first audio."""
+    one = ours.one
+    return {
+        "frames_per_s": one.aggregate_fps.median / vox.e2e_fps.median,
+        "first_audio": vox.ttfa_s.median / one.ttfa_p50_s.median,
+        "best_throughput": max(level.aggregate_fps.median for level in ours.levels) / vox.e2e_fps.median,
+        "peak_rss": vox.peak_rss_mb / one.peak_rss_mb,
+    }
+
+
+def summary(ours: OursResult, official: OfficialResult | None, vox: VoxResult | None) -> dict[str, float | None]:
+    """The headline figures; null where a level or a peer did not run. x_PEER: our one-stream
+    frames/s ÷ theirs (both with decoding)."""
+    one, four = ours.one, ours.level(4)
+    fps = one.aggregate_fps.median
+    return {"frames_per_s_1": fps, "first_audio_ms_1": one.ttfa_p50_s.median * 1e3, "peak_rss_mb_1": one.peak_rss_mb,
+            "frames_per_s_4": four.aggregate_fps.median if four else None,
+            "peak_rss_mb_4": four.peak_rss_mb if four else None,
+            "x_official": fps / official.e2e_fps.median if official else None,
+            "x_vox": fps / vox.e2e_fps.median if vox else None}
 
 
 def write_json(report: Report, path: Path) -> None:
@@ -59,47 +86,100 @@ def _row(*cells: object) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-def _one_stream(r: Report) -> list[str]:
-    one, off = r.one, r.official
+ROWS = (("first", "first audio, ms (official: first frame, codes only)"),
+        ("fps", "frames/s, with decoding"),
+        ("generation", "frames/s, generation only"),
+        ("rtf", "RTF (time ÷ audio; < 1 is faster than real time)"),
+        ("talker", "talker ms/frame (prefill included)"),
+        ("subcode", "subcode ms/frame (15 code-predictor steps)"),
+        ("codec", "codec decoder ms/frame"),
+        ("host", "host ms/frame (sampling, bookkeeping)"),
+        ("rss", "peak RSS, MB (its process)"))
+
+
+def _ours_cells(one: LevelResult) -> dict[str, str]:
     ms = one.per_frame_ms
+    return {"first": one.ttfa_p50_s.scaled(1e3).text(".0f"), "fps": one.aggregate_fps.text(".2f"),
+            "rtf": one.rtf.text(".2f"), "talker": ms["talker"].text(), "subcode": ms["subcode"].text(),
+            "codec": ms["codec"].text(), "host": ms["host"].text(), "rss": f"{one.peak_rss_mb:.0f}"}
+
+
+def _peer_cells(peer: OfficialResult | VoxResult) -> dict[str, str]:
+    ms = peer.per_frame_ms
+    first = peer.ttff_s if isinstance(peer, OfficialResult) else peer.ttfa_s
+    cells = {"first": first.scaled(1e3).text(".0f"), "fps": peer.e2e_fps.text(".2f"), "rtf": peer.rtf.text(".2f"),
+             "talker": ms["talker"].text(), "subcode": ms["subcode"].text(), "codec": ms["decoder"].text(),
+             "rss": f"{peer.peak_rss_mb:.0f}"}
+    if isinstance(peer, OfficialResult):
+        cells["generation"] = peer.generate_fps.text(".2f")
+        cells["rss"] += " (loads in float32)"
+    return cells
+
+
+def _better(ratio: float, better: str, worse: str) -> str:
+    """'2.50× sooner' for a ratio ≥ 1, '1.25× later' (its inverse) below."""
+    return f"{ratio:.2f}× {better}" if ratio >= 1 else f"{1 / ratio:.2f}× {worse}"
+
+
+def _ratio_cells(ratios: dict[str, float]) -> dict[str, str]:
+    cells = {"first": _better(ratios["first_audio"], "sooner", "later"), "fps": f"**{ratios['frames_per_s']:.2f}×**",
+             "rss": _better(ratios["peak_rss"], "less", "more")}
+    if "frames_per_s_generation_only" in ratios:
+        cells["generation"] = f"{ratios['frames_per_s_generation_only']:.2f}×"
+    return cells
+
+
+def peers(r: Report) -> dict[str, OfficialResult | VoxResult]:
+    """The peers that ran, by name."""
+    return {name: peer for name, peer in (("official", r.official), ("vox", r.vox)) if peer is not None}
+
+
+def peer_title(peer: OfficialResult | VoxResult) -> str:
+    return f"official ({peer.dtype})" if isinstance(peer, OfficialResult) else f"vox {peer.version} ({QUANT})"
+
+
+def _one_stream(r: Report) -> list[str]:
+    ran = peers(r)
+    columns = [_ours_cells(r.one), *(_peer_cells(p) for p in ran.values()),
+               *(_ratio_cells(r.ratios[name]) for name in ran)]
     lines = ["## One stream", "",
-             _row("", "ours", f"official ({off.dtype})", "ours vs official"), _row("---", "---:", "---:", "---:"),
-             _row("first audio (ours) / first frame (official), ms", one.ttfa_p50_s.scaled(1e3).text(".0f"),
-                  off.ttff_s.scaled(1e3).text(".0f"), f"{r.ratios['first_audio_vs_official_first_frame']:.2f}× sooner"),
-             _row("frames/s, with decoding", one.aggregate_fps.text(".2f"), off.e2e_fps.text(".2f"),
-                  f"{r.ratios['frames_per_s']:.2f}×"),
-             _row("frames/s, generation only", "–", off.generate_fps.text(".2f"),
-                  f"{r.ratios['frames_per_s_vs_official_generation_only']:.2f}×"),
-             _row("RTF (time ÷ audio; < 1 is faster than real time)", one.rtf.text(".2f"), off.rtf.text(".2f"), ""),
-             _row("talker ms/frame (prefill included)", ms["talker"].text(), off.per_frame_ms["talker"].text(), ""),
-             _row("subcode ms/frame (15 code-predictor steps)", ms["subcode"].text(),
-                  off.per_frame_ms["subcode"].text(),
-                  ""),
-             _row("codec decoder ms/frame", ms["codec"].text(), off.per_frame_ms["decoder"].text(), ""),
-             _row("host ms/frame (sampling, bookkeeping)", ms["host"].text(), "–", ""),
-             _row("peak RSS, MB", f"{r.ours.peak_rss_mb:.0f}", f"{off.peak_rss_mb:.0f} (loads in float32)",
-                  f"{r.ratios['peak_rss']:.2f}× less"),
-             "",
-             "Official dtype probe (generation frames/s over a short run): "
-             + ", ".join(f"{k} {v:.2f}" for k, v in off.probe_fps.items())
-             + f"; measured in {off.dtype}. The official package does not stream: its first audio is the whole "
-               f"utterance (median {off.rtf.median * r.workload.audio_s:.1f} s here).", ""]
+             _row("", "ours", *(peer_title(p) for p in ran.values()), *(f"ours vs {n}" for n in ran)),
+             _row("---", *["---:"] * (len(columns)))]
+    blank = ["–"] * (1 + len(ran)) + [""] * len(ran)  # a figure a side does not have; no ratio
+    lines += [_row(label, *(c.get(key, b) for c, b in zip(columns, blank))) for key, label in ROWS]
+    lines.append("")
+    if r.official:
+        off = r.official
+        lines += ["Official: qwen-tts on PyTorch. Dtype probe (generation frames/s over a short run): "
+                  + ", ".join(f"{k} {v:.2f}" for k, v in off.probe_fps.items())
+                  + f"; measured in {off.dtype}. It does not stream: its first audio is the whole utterance "
+                    f"(median {off.rtf.median * r.workload.audio_s:.1f} s here).", ""]
+    if r.vox:
+        vox = r.vox
+        overlap = " (decoding overlapped with generation)" if vox.overlapped_codec else ""
+        lines += [f"vox: vox-tts {vox.version} (C++), its {QUANT} build of the same checkpoint "
+                  f"({', '.join(f'{k} {v}' for k, v in vox.precision.items())}), {vox.threads} threads, "
+                  f"{vox.plan['mode']} mode; EOS held off (VOX_DEBUG_NO_EOS); it streams {vox.chunk_frames}-frame "
+                  f"chunks (its default), first audio is its first chunk; the split is its own stage timers"
+                  f"{overlap}; load {vox.load_s:.1f} s.", ""]
     return lines
 
 
 def _levels(r: Report) -> list[str]:
     lines = ["## Concurrent streams", "",
              _row("streams", "frames/s (all streams)", "per-stream RTF", "first audio p50, ms", "first audio p90, ms",
-                  "ms per frame", "× bound", "KV blocks used"),
-             _row(*["---:"] * 8)]
+                  "ms per frame", "× bound", "KV blocks used", "peak RSS, MB"),
+             _row(*["---:"] * 9)]
     for level in r.ours.levels:
         per_frame = level.per_frame_ms["total"]
         lines.append(_row(level.streams, level.aggregate_fps.text(".2f"), level.rtf.text(".2f"),
                           level.ttfa_p50_s.scaled(1e3).text(".0f"), level.ttfa_p90_s.scaled(1e3).text(".0f"),
                           per_frame.text(), f"{per_frame.median / (r.bound.bound_ms['total'] / level.streams):.1f}",
-                          f"{level.blocks_used} of {r.ours.blocks_total}"))
+                          f"{level.blocks_used} of {r.ours.blocks_total}", f"{level.peak_rss_mb:.0f}"))
     lines += ["", f"Real time is {1 / FRAME_S:.1f} frames/s per stream. × bound: ms per frame ÷ (one stream's "
-                  f"bandwidth bound ÷ streams), since a step reads the weights once for the whole batch.", ""]
+                  f"bandwidth bound ÷ streams), since a step reads the weights once for the whole batch. "
+                  f"1 and 4 streams run each in a process of its own, so their peak RSS is theirs; other levels "
+                  f"share one process (the peak so far, levels in rising order).", ""]
     return lines
 
 
@@ -109,11 +189,12 @@ def _limit(r: Report) -> list[str]:
              "Read bandwidth (" + ", ".join(f"{n} thread{'s' * (n > 1)} {s.text()} GB/s" for n, s in
                                           bw.gb_per_s.items())
              + f"; {bw.buffer_mb} MB buffer). The bound uses {b.gb_per_s:.1f} GB/s.", "",
-             _row("graph", "MB/frame int8", "fp16", "fp32", "as converted", "bound ms", "measured ms", "× bound"),
-             _row("---", *["---:"] * 7)]
+             _row("graph", *(f"MB/frame {p}" for p in LM_PRECISIONS), "as converted", "bound ms", "measured ms",
+                  "× bound"),
+             _row("---", *["---:"] * (len(LM_PRECISIONS) + 4))]
     for name in (*r.reads, "total"):
         per = r.mb_per_frame.get(name, {})
-        cells = [f"{per[p]:.4g}" if p in per else "–" for p in ("int8", "fp16", "fp32")]
+        cells = [f"{per[p]:.4g}" if p in per else "–" for p in LM_PRECISIONS]
         lines.append(_row(name, *cells, f"{b.mb_per_frame[name]:.4g}", f"{b.bound_ms[name]:.3g}",
                           f"{b.measured_ms[name]:.1f}", f"{b.ratio[name]:.1f}"))
     lines += ["", "Talker: its weights once per step plus the u8 KV cache of the mean context; subcode: the 5 "
@@ -133,6 +214,22 @@ def _costs(r: Report) -> list[str]:
     return lines + [""]
 
 
+LM_GRAPHS = ("talker", "subcode")
+
+
+def _compute(o: OursResult) -> str:
+    """The precision asked for, and what each graph ran with when the model tells."""
+    if not o.precisions:
+        return o.setup.precision
+    return f"{o.setup.precision} (" + ", ".join(f"{g} {p}" for g, p in o.precisions.items()) + ")"
+
+
+def _peer_line(r: Report, name: str) -> str:
+    if name == "official":
+        return f"official: qwen-tts on PyTorch, {r.official.threads} threads"
+    return f"vox: vox-tts {r.vox.version} ({QUANT} .tmod), {r.vox.threads} threads"
+
+
 def markdown(r: Report) -> str:
     m, w, o = r.machine, r.workload, r.ours
     flags = ", ".join(f for f, present in m["cpu_flags"].items() if present)
@@ -142,44 +239,12 @@ def markdown(r: Report) -> str:
               f"- Workload: \"{w.text}\" ({o.prompt_tokens} prompt tokens), speaker {w.speaker}, {w.language}; "
               f"{w.frames} frames ({w.audio_s:.1f} s of audio) per request, EOS held off; default sampling; "
               f"{w.runs} runs per scenario, figures are median (min–max)",
-              f"- Ours: {o.setup.runner} runner, INT8 weights, {o.setup.precision} compute, "
-              f"{o.setup.kv_precision} KV cache, codec chunks "
+              f"- Ours: {o.setup.runner} runner, {r.model['options']['weights'].upper()} weights "
+              f"({', '.join(f'{g} {f}' for g, f in r.model['graphs'].items() if g in LM_GRAPHS)}), "
+              f"{_compute(o)} compute, {o.setup.kv_precision} KV cache, codec chunks "
               f"{o.setup.first_chunk} then {o.setup.steady_chunk}, threads {o.setup.threads or m['cores']}; "
-              f"load {o.load_s:.1f} s; official: qwen-tts on PyTorch, {r.official.threads} threads",
+              f"load {o.load_s:.1f} s",
+              "- Peers: " + ("; ".join(_peer_line(r, name) for name in peers(r)) or "none (--peers none)"),
               f"- Command: `{r.command}` ({r.wall_s / 60:.1f} min); while it measured, other processes used "
               f"{r.other_cpu_share:.1%} of the CPU and other virtual machines took {r.steal_share:.1%} (steal)", ""]
     return "\n".join(header + _one_stream(r) + _levels(r) + _limit(r) + _costs(r))
-
-
-def plot(r: Report, path: Path) -> None:
-    """Aggregate frames/s against concurrency, and the distribution of time to first audio."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from matplotlib.ticker import NullLocator
-
-    levels = r.ours.levels
-    streams = [level.streams for level in levels]
-    fps = [level.aggregate_fps for level in levels]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(11, 4.2))
-    spread = [[f.median - f.min for f in fps], [f.max - f.median for f in fps]]
-    left.errorbar(streams, [f.median for f in fps], yerr=spread,
-                  marker="o", capsize=3, label="ours")
-    left.plot(streams, [n / FRAME_S for n in streams], "k--", lw=1, label="real time for every stream")
-    left.plot(streams, [n * 1e3 / r.bound.bound_ms["total"] for n in streams], ":", color="tab:green", lw=2,
-              label="bandwidth bound (weights read once per step)")
-    left.plot([1], [r.official.e2e_fps.median], "s", color="tab:red", label=f"official ({r.official.dtype})")
-    left.set(xlabel="concurrent streams", ylabel="frames/s (all streams)", xscale="log", yscale="log",
-             title=f"Throughput, {r.preset}")
-    left.xaxis.set_minor_locator(NullLocator())
-    left.set_xticks(streams, [str(n) for n in streams])
-    left.legend(fontsize=8)
-    right.boxplot([[t * 1e3 for t in level.ttfa_s] for level in levels], tick_labels=[str(n) for n in streams])
-    right.axhline(r.official.ttff_s.median * 1e3, color="tab:red", ls="--", lw=1,
-                  label="official: first frame (no audio yet)")
-    right.set(xlabel="concurrent streams", ylabel="ms", title="Time to first audio (every request)")
-    right.legend(fontsize=8)
-    fig.tight_layout()
-    fig.savefig(path, dpi=110)
-    plt.close(fig)

@@ -1,10 +1,13 @@
 """Our engine under load: one stream and several concurrent ones, every request exactly
-`frames` frames long (EOS held off), through the real scheduler with streaming audio."""
+`frames` frames long (EOS held off), through the real scheduler with streaming audio.
+
+Peak RSS is a process-wide maximum, so the levels whose peak is reported (1 and 4 streams)
+each run in a process of their own; the other levels share one."""
 from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from ..engine.audio import SAMPLE_RATE
@@ -22,6 +25,7 @@ log = logging.getLogger(__name__)
 
 FRAME_S = 0.08  # audio per frame: 1920 samples at 24 kHz (12.5 frames/s is real time)
 PARTS = ("talker", "subcode", "codec", "host")  # where a step's time goes (StepTimes fields)
+ISOLATED = (1, 4)  # concurrency levels measured each in a process of its own (their peak RSS is reported)
 
 
 @dataclass(frozen=True)
@@ -42,11 +46,12 @@ class Workload:
 @dataclass(frozen=True)
 class EngineSetup:
     runner: str = "native"  # the step loop: native (C++) or python (the reference)
-    precision: str = "f32"
+    precision: str = "f32"  # as asked of LoadedModel ("auto": it picks per graph and device)
     kv_precision: str = "u8"
     threads: int | None = None  # inference threads per graph (None: every core)
     first_chunk: int = 1
     steady_chunk: int = 8
+    max_batch: int = 8  # the engine's batch and queue limit, the same in every process (the most streams)
 
 
 @dataclass
@@ -62,6 +67,7 @@ class LevelResult:
     per_frame_ms: dict[str, Spread]  # PARTS and "total": step time per generated frame, over runs
     step_ms: Spread  # one engine step (one talker call for all streams), over runs
     blocks_used: int  # most KV blocks in use during the runs
+    peak_rss_mb: float  # of the process, after this level (1 and 4 streams: alone in theirs)
 
 
 @dataclass
@@ -69,8 +75,8 @@ class OursResult:
     model_dir: str
     setup: EngineSetup
     load_s: float
-    rss_loaded_mb: float  # after compiling every graph
-    peak_rss_mb: float  # over the whole run
+    rss_loaded_mb: float  # after compiling every graph (the one-stream process)
+    precisions: dict[str, str] | None  # graph → the precision it ran with, where the model reports it
     prompt_tokens: int
     blocks_total: int
     block_size: int  # tokens per KV block
@@ -81,6 +87,20 @@ class OursResult:
     def one(self) -> LevelResult:
         """The one-stream scenario (the CLI always runs it)."""
         return next(level for level in self.levels if level.streams == 1)
+
+    def level(self, streams: int) -> LevelResult | None:
+        return next((level for level in self.levels if level.streams == streams), None)
+
+
+def process_groups(levels: list[int]) -> list[list[int]]:
+    """The levels each child process runs: 1 and 4 streams alone, the others together."""
+    rest = [n for n in levels if n not in ISOLATED]
+    return [[n] for n in ISOLATED if n in levels] + ([rest] if rest else [])
+
+
+def merged(parts: list[OursResult]) -> OursResult:
+    """One result from the processes of process_groups (the first ran one stream)."""
+    return replace(parts[0], levels=sorted((level for p in parts for level in p.levels), key=lambda x: x.streams))
 
 
 @dataclass
@@ -146,7 +166,8 @@ def _level(engine: Scheduler, voice: VoiceRequest, work: Workload, streams: int)
         rtf=Spread.of(x for r in runs for x in r.rtf),
         per_frame_ms=per_frame,
         step_ms=Spread.of(sum(getattr(r.times, f"{p}_s") for p in PARTS) / r.times.steps for r in runs).scaled(1e3),
-        blocks_used=max(r.blocks_used for r in runs))
+        blocks_used=max(r.blocks_used for r in runs),
+        peak_rss_mb=peak_rss_mb())
     log.info("ours, %d stream(s): %s frames/s, first audio p50 %s ms, %.1f ms per frame", streams,
              level.aggregate_fps.text(), level.ttfa_p50_s.scaled(1e3).text(".0f"), per_frame["total"].median)
     return level
@@ -157,7 +178,7 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
     start = time.perf_counter()
     model = LoadedModel(model_dir, precision=setup.precision, kv_precision=setup.kv_precision,
                         chunks=(setup.first_chunk, setup.steady_chunk), threads=setup.threads, runner=setup.runner)
-    config = EngineConfig(max_batch=max(levels), max_queue=max(levels), min_frames=work.frames,
+    config = EngineConfig(max_batch=setup.max_batch, max_queue=setup.max_batch, min_frames=work.frames,
                           max_frames=work.frames, first_chunk=setup.first_chunk, steady_chunk=setup.steady_chunk,
                           runner=setup.runner)
     voice = VoiceRequest(work.text, work.language, work.speaker)
@@ -168,5 +189,6 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
         _one_run(engine, voice, warm_up, 1, seed=1)  # first inferences allocate and pick kernels
         results = [_level(engine, voice, work, n) for n in levels]
         metrics = engine.metrics()
-    return OursResult(str(model_dir), setup, load_s, loaded, peak_rss_mb(), len(model.prompt(voice)),
+    precisions = getattr(model, "precisions", None)  # per graph, once LoadedModel resolves "auto"
+    return OursResult(str(model_dir), setup, load_s, loaded, precisions, len(model.prompt(voice)),
                       metrics.blocks_total, engine.runner.block_size, engine.runner.kv_block_bytes / 2**20, results)
