@@ -46,6 +46,10 @@ def test_prepare_makes_the_models_once(work_dir, weights):
     assert prepare(args) == (checkpoint, converted)
     assert (converted / "manifest.json").stat().st_mtime_ns == stamp  # reused, not converted again
     assert not list(work_dir.glob("*.partial-*"))
+    other = "int4" if weights == "int8" else "int8"
+    with pytest.raises(SystemExit, match=f"holds {weights} weights, not the {other}"):
+        prepare(parse_args(["--preset", "tiny", "--work-dir", str(work_dir), "--weights", other,
+                            "--converted", str(converted)]))
 
 
 def test_arguments():

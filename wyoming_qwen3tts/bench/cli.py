@@ -119,6 +119,9 @@ def prepare(args: argparse.Namespace) -> tuple[Path, Path]:
             raise SystemExit(f"{converted} is not a converted model directory")
         log.info("converting %s to %s in %s", checkpoint, args.weights.upper(), converted)
         run_isolated(convert, checkpoint, converted, weights=args.weights)
+    weights = json.loads((converted / "manifest.json").read_text(encoding="utf-8"))["options"]["weights"]
+    if weights != args.weights:
+        raise SystemExit(f"{converted} holds {weights} weights, not the {args.weights} of --weights")
     return checkpoint, converted
 
 
