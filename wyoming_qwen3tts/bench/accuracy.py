@@ -37,6 +37,7 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 
+from ..convert.manifest import read_converted
 from ..engine.devices import KV_PRECISIONS, PRECISIONS
 from ..engine.model import LoadedModel
 from ..engine.runner import ChunkSchedule, Runner, Sequence
@@ -52,10 +53,11 @@ PROG = "python -m wyoming_qwen3tts.bench.accuracy"
 log = logging.getLogger("wyoming_qwen3tts.bench.accuracy")  # also when run as __main__
 
 REFERENCE = {"weights": "fp32", "precision": "f32", "kv_precision": "f32"}
-NOTE = ("Synthetic checkpoints have random weights: their logits are nearly flat (see the reference's top-1 "
-        "margin over the logits' RMS: a relative error of about that size flips greedy choices), so greedy "
-        "agreement is chaotic here and a pessimistic bound for real weights. Random weights also lack the outlier "
-        "channels of trained ones, which make weight quantisation harder: read the logit errors as optimistic.")
+NOTE = ("Synthetic checkpoints have random weights: read these figures as bounds, not predictions. Their logits "
+        "are nearly flat (the reference's top-1 margin over the logits' RMS: a relative error of about that size "
+        "flips greedy choices), so greedy agreement is chaotic here and a pessimistic bound. A weight format's error "
+        "per matrix hardly depends on training, but how it grows through the layers does (trained weights have "
+        "outlier channels, and redundancy): the logit errors may go either way on real weights.")
 
 
 @dataclass(frozen=True)
@@ -75,6 +77,15 @@ class Case:
     def chunk_sizes(self) -> list[int]:
         steady = -(-max(0, self.frames - self.first_chunk) // self.steady_chunk)
         return [self.first_chunk] + [self.steady_chunk] * steady
+
+
+@dataclass(frozen=True)
+class Setup:
+    """How graphs are compiled: threads per graph (None: every core), and OpenVINO's
+    compiled-blob cache (None: none), which makes the same graph's next compile fast."""
+
+    threads: int | None = None
+    cache_dir: Path | None = None
 
 
 @dataclass
@@ -197,7 +208,7 @@ def run_talker_loop(model: LoadedModel, prompt: PromptEmbeds, frames: int,
                     forced: np.ndarray | None = None) -> Trace:
     """`frames` greedy frames of one sequence through the reference runner; with `forced`
     [frames-1, H], every talker input after the prompt is replaced by its row (teacher
-    forcing: the preset's own codes then only decide nothing)."""
+    forcing: the model's own codes are then never fed back)."""
     tokens = prompt.prefill.shape[0] + frames
     runner = _RecordingRunner(model, num_blocks=-(-tokens // model.block_size))
     seq = runner.add(prompt, greedy_params(model, frames), max_frames=frames)
@@ -282,15 +293,6 @@ def margin(view: np.ndarray, raw: np.ndarray) -> float:
     return float(np.median((top[..., 0] - top[..., 1]) / rms))
 
 
-@dataclass(frozen=True)
-class Setup:
-    """How graphs are compiled: threads per graph (None: every core), and OpenVINO's
-    compiled-blob cache (None: none), which makes the same graph's next compile fast."""
-
-    threads: int | None = None
-    cache_dir: Path | None = None
-
-
 def load(model_dir: Path, precision: str, kv_precision: str, case: Case, setup: Setup,
          decoder: bool) -> LoadedModel:
     """The model as the Python runner loads it; codec chunk graphs only when `decoder`."""
@@ -344,18 +346,27 @@ def decoder_accuracy(model: LoadedModel, ref: Reference, case: Case, codec_weigh
     return DecoderAccuracy(codec_weights, snr, float(np.abs(err).max()))
 
 
-def measure_model(model_dir: Path, precision: str, kv_precisions: list[str], ref: Reference, case: Case,
-                  setup: Setup) -> tuple[list[Row], list[Skipped]]:
+def conversion(model_dir: Path, reference_dir: Path) -> dict:
+    """The options `model_dir` was converted with; it must come from the reference's
+    checkpoint, as far as the manifests' source digests tell (convert/manifest.py:
+    source_digest covers file sizes and tensor headers, not the weights themselves)."""
+    manifest, reference = (read_converted(d)[0] for d in (model_dir, reference_dir))
+    if manifest["source"]["content_sha256"] != reference["source"]["content_sha256"]:
+        raise SystemExit(f"{model_dir} was converted from another checkpoint than {reference_dir}")
+    return manifest["options"]
+
+
+def measure_model(model_dir: Path, options: dict, precision: str, kv_precisions: list[str], ref: Reference,
+                  case: Case, setup: Setup) -> tuple[list[Row], list[Skipped]]:
     """One row per KV cache precision the device accepts; the subcode and decoder are
-    measured once (the KV cache is the talker's only)."""
-    options = json.loads((model_dir / "manifest.json").read_text(encoding="utf-8"))["options"]
+    measured once (the KV cache is the talker's only). options: the conversion's."""
     rows: list[Row] = []
     skipped: list[Skipped] = []
     for kv in kv_precisions:
         start = time.perf_counter()
         try:
             model = load(model_dir, precision, kv, case, setup, decoder=not rows)
-        except RuntimeError as e:  # e.g. the CPU plugin's paged attention wants a bf16 cache at bf16
+        except (RuntimeError, ValueError) as e:  # e.g. an f32 KV cache at bf16 (engine/devices.py: check_kv_cache)
             reason = str(e).strip().splitlines()[-1]
             log.warning("%s / %s / KV %s: not compiled (%s)", options["weights"], precision, kv, reason)
             skipped.append(Skipped(options["weights"], precision, kv, reason))
@@ -374,7 +385,7 @@ def measure_model(model_dir: Path, precision: str, kv_precisions: list[str], ref
     return rows, skipped
 
 
-def label(row: Row) -> str:
+def label(row: Row | Skipped) -> str:
     return f"{row.weights} / {row.precision} / KV {row.kv_precision}"
 
 
@@ -404,8 +415,9 @@ def markdown(report: AccuracyReport) -> str:
              f"reference's inputs; the subcode's logits compared only where its earlier codes agree.", "",
              "| " + " | ".join(head) + " |", "|" + " --- |" + " ---: |" * (len(head) - 1)]
     lines += ["| " + " | ".join([label(row), *cells(row)]) + " |" for row in report.rows]
-    lines += [f"| {s.weights} / {s.precision} / KV {s.kv_precision} | not compiled: {s.reason} |"
-              + " |" * (len(head) - 2) for s in report.skipped]
+    for reason in dict.fromkeys(s.reason for s in report.skipped):
+        presets = ", ".join(label(s) for s in report.skipped if s.reason == reason)
+        lines += ["", f"Not compiled: {presets} ({reason})."]
     lines += ["", f"Reference top-1 margin over the logits' RMS (median): talker {r.talker_margin:.3f}, "
                   f"subcode {r.subcode_margin:.3f}. {report.note}"]
     return "\n".join(lines)
@@ -451,9 +463,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def measure(args: argparse.Namespace, argv: list[str] | None) -> AccuracyReport:
     start = time.perf_counter()
-    weights = json.loads((args.reference / "manifest.json").read_text(encoding="utf-8"))["options"]["weights"]
+    weights = conversion(args.reference, args.reference)["weights"]
     if weights != REFERENCE["weights"]:
         raise SystemExit(f"{args.reference} has {weights} weights; the reference must be an fp32 conversion")
+    options = {model_dir: conversion(model_dir, args.reference) for model_dir in args.models}  # before any work
     case = Case(args.text, args.speaker, args.language, args.frames, args.first_chunk, args.steady_chunk)
     setup = Setup(args.threads, args.cache_dir)
     ref, facts = reference(args.reference, case, setup)
@@ -462,7 +475,7 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> AccuracyReport:
     skipped: list[Skipped] = []
     for model_dir in args.models:
         for precision in args.precisions:
-            measured, refused = measure_model(model_dir, precision, args.kv, ref, case, setup)
+            measured, refused = measure_model(model_dir, options[model_dir], precision, args.kv, ref, case, setup)
             rows += measured
             skipped += refused
     command = shlex.join([*PROG.split(), *(sys.argv[1:] if argv is None else argv)])
