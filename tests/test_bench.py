@@ -108,6 +108,10 @@ def test_vox_driver_output_as_figures(tmp_path):
     assert ms == pytest.approx({"talker": 30.0, "subcode": 40.0, "decoder": 30.0})  # prefill counts as talker
     with pytest.raises(vox_peer.VoxError, match=r"made \[10, 7\] frames"):
         vox_peer.summarise(_driver_output(_driver_run(FRAMES, 2.0), _driver_run(7, 2.0)), tmp_path, 2, WORK)
+    untimed = _driver_run(FRAMES, 2.0)
+    untimed["stage_s"] = dict.fromkeys(untimed["stage_s"], 0.0)
+    with pytest.raises(vox_peer.VoxError, match="stage timers"):
+        vox_peer.summarise(_driver_output(_driver_run(FRAMES, 2.0), untimed), tmp_path, 2, WORK)
 
 
 def test_vox_driver_errors_fail_the_bench(work_dir, checkpoint_factory):
@@ -173,6 +177,7 @@ def test_bench_writes_every_figure(work_dir, tmp_path):
     assert set(theirs["per_frame_ms"]) == {"talker", "subcode", "decoder"}
     for spread in theirs["per_frame_ms"].values():
         _spread(spread)
+        assert spread["min"] > 0  # its stage timers counted every run
     assert theirs["peak_rss_mb"] > 0 and theirs["threads"] == parse_args([]).threads
 
     assert set(report["reads"]) == {"talker", "subcode", "codec"}

@@ -46,6 +46,7 @@ def _one_run(engine: Any, voice: Any, config: dict[str, Any], frames: int, seed:
         samples += len(chunk)
         chunks += 1
     total = time.perf_counter() - start
+    del session  # a session's stage timers reach engine.stats() when it is freed
     after = _stage_s(engine)
     if first is None:
         raise RuntimeError("vox produced no audio")

@@ -138,6 +138,8 @@ def summarise(raw: dict, model: Path, threads: int, work: Workload) -> VoxResult
     if any(n != work.frames for n in made):
         raise VoxError(f"vox made {made} frames, expected {work.frames} in every run: VOX_DEBUG_NO_EOS did not hold "
                        f"EOS off, or max_frames cut it")
+    if any(not any(r.stage_s.values()) for r in runs):
+        raise VoxError("vox's stage timers did not count a run (engine.stats() publishes a session's when it is freed)")
 
     def per_frame(*stages: str) -> Spread:
         return Spread.of(sum(r.stage_s[s] for s in stages) / r.frames for r in runs).scaled(1e3)
