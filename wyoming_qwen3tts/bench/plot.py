@@ -55,7 +55,7 @@ def plot(r: Report, path: Path) -> None:
                    *(p.per_frame_ms[peer_key].median if peer_key else 0.0 for p in ran.values())]
         right.bar(names, heights, bottom=bottoms, label=ours_key)
         bottoms = [b + h for b, h in zip(bottoms, heights)]
-    right.set(ylabel="ms per frame", title="One stream: time per frame by graph")
+    right.set(ylabel="ms per frame", title="One stream: time per frame by graph", ylim=(0, max(bottoms) * 1.25))
     right.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
