@@ -140,6 +140,7 @@ def test_bench_writes_every_figure(work_dir, tmp_path):
     for heading in ("## One stream", "## Concurrent streams", "## The limit", "## Biggest costs"):
         assert heading in text
     assert "| ours | official (" in text and f"vox {vox_peer.VERSION} (q8) | ours vs official | ours vs vox |" in text
+    assert "| frames/s, generation only | – |" in text
     report = json.loads((out / "bench-tiny.json").read_text())
 
     for share in ("other_cpu_share", "steal_share"):
@@ -217,5 +218,6 @@ def test_bench_without_peers_int4(work_dir, tmp_path):
     assert set(s) == SUMMARY and s["frames_per_s_1"] > 0
     assert s["frames_per_s_4"] is None and s["peak_rss_mb_4"] is None and s["x_official"] is None and s["x_vox"] is None
     text = (out / "bench-tiny.md").read_text()
-    assert "Peers: none" in text and "official" not in text.split("## One stream")[1].split("\n\n")[1]
+    table = text.split("## One stream")[1].split("\n\n")[1]
+    assert "Peers: none" in text and "official" not in table and "generation only" not in table
     assert (out / "bench-tiny.png").read_bytes().startswith(b"\x89PNG")

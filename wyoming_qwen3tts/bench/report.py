@@ -86,7 +86,7 @@ def _row(*cells: object) -> str:
     return "| " + " | ".join(str(c) for c in cells) + " |"
 
 
-ROWS = (("first", "first audio, ms (official: first frame, codes only)"),
+ROWS = (("first", "first audio, ms"),
         ("fps", "frames/s, with decoding"),
         ("generation", "frames/s, generation only"),
         ("rtf", "RTF (time ÷ audio; < 1 is faster than real time)"),
@@ -111,6 +111,7 @@ def _peer_cells(peer: OfficialResult | VoxResult) -> dict[str, str]:
              "talker": ms["talker"].text(), "subcode": ms["subcode"].text(), "codec": ms["decoder"].text(),
              "rss": f"{peer.peak_rss_mb:.0f}"}
     if isinstance(peer, OfficialResult):
+        cells["first"] += " (first frame, codes only)"
         cells["generation"] = peer.generate_fps.text(".2f")
         cells["rss"] += " (loads in float32)"
     return cells
@@ -146,7 +147,8 @@ def _one_stream(r: Report) -> list[str]:
              _row("", "ours", *(peer_title(p) for p in ran.values()), *(f"ours vs {n}" for n in ran)),
              _row("---", *["---:"] * (len(columns)))]
     blank = ["–"] * (1 + len(ran)) + [""] * len(ran)  # a figure a side does not have; no ratio
-    lines += [_row(label, *(c.get(key, b) for c, b in zip(columns, blank))) for key, label in ROWS]
+    lines += [_row(label, *(c.get(key, b) for c, b in zip(columns, blank)))
+              for key, label in ROWS if any(key in c for c in columns)]
     lines.append("")
     if r.official:
         off = r.official
