@@ -11,7 +11,7 @@ import pytest
 from wyoming_qwen3tts.convert import cli, pipeline
 from wyoming_qwen3tts.convert.manifest import (FORMAT_VERSION, MANIFEST, RUNTIME_FILES, ConvertedModelError,
                                                read_converted, source_digest)
-from wyoming_qwen3tts.convert.pipeline import GRAPHS, ConvertError, convert
+from wyoming_qwen3tts.convert.pipeline import GRAPHS, INT4_GRAPHS, INT4_GROUP, ConvertError, convert
 from wyoming_qwen3tts.model.checkpoint import Checkpoint, CheckpointError
 
 REPO = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
@@ -49,7 +49,7 @@ def _failing(monkeypatch, exc: BaseException) -> None:
     monkeypatch.setattr(pipeline, "GRAPHS", graphs)
 
 
-@pytest.mark.parametrize("fmt", ["fp32", "fp16", "int8"])
+@pytest.mark.parametrize("fmt", ["fp32", "fp16", "int8", "int4"])
 def test_convert_writes_ir_manifest_and_runtime_files(converted, checkpoint_factory, fmt):
     src, out = checkpoint_factory("tiny"), converted(fmt)
     m, spec = read_converted(out, graphs=GRAPHS)
@@ -67,22 +67,28 @@ def test_convert_writes_ir_manifest_and_runtime_files(converted, checkpoint_fact
     assert list(m["graphs"]) == list(GRAPHS) + codec
     core = ov.Core()
     for name, g in m["graphs"].items():
-        assert g["weights"] == ("fp32" if name.startswith("codec") else {"int8": "int8_sym"}.get(fmt, fmt))
+        int4 = fmt == "int4" and name in INT4_GRAPHS  # the fast preset: INT4 talker and subcode, INT8 embed
+        stored = "int8" if fmt == "int4" and not int4 else fmt
+        assert g["weights"] == ("fp32" if name.startswith("codec") else
+                                {"int8": "int8_sym", "int4": f"int4_sym_g{INT4_GROUP}"}.get(stored, stored))
         assert g["bin_bytes"] == (out / g["bin"]).stat().st_size
         model = core.read_model(out / g["xml"])
         for ports, recorded in ((model.inputs, g["inputs"]), (model.outputs, g["outputs"])):
             assert [(p.get_any_name(), p.get_partial_shape(), p.get_element_type().get_type_name()) for p in ports] == \
                 [(r["name"], ov.PartialShape(r["shape"]), r["type"]) for r in recorded]
         kinds, lm = g["constant_bytes"], not name.startswith("codec")  # the codec stays fp32
-        assert ("i8" in kinds) == (lm and fmt == "int8") and ("f16" in kinds) == (lm and fmt != "fp32"), (name, kinds)
+        assert ("i8" in kinds) == (lm and fmt in ("int8", "int4")) and ("i4" in kinds) == int4, (name, kinds)
+        assert ("f16" in kinds) == (lm and fmt != "fp32"), (name, kinds)
     assert m["graphs"]["talker"]["states"], "the talker IR is stateful"
 
 
-def test_int8_and_fp16_are_smaller_than_fp32(converted):
-    fp32, fp16, int8 = (_bin_bytes(converted(f)) for f in ("fp32", "fp16", "int8"))
+def test_int4_int8_and_fp16_are_smaller_than_fp32(converted):
+    fp32, fp16, int8, int4 = (_bin_bytes(converted(f)) for f in ("fp32", "fp16", "int8", "int4"))
     for name in GRAPHS:
         assert int8[name] < fp16[name] < fp32[name], name
         assert int8[name] < 0.35 * fp32[name], name  # weights dominate: ~1/4 plus scales
+    for name in INT4_GRAPHS:  # tables and heads stay INT8 (most of a tiny model): smaller, not half
+        assert int4[name] < int8[name], name
     assert not _leftovers(converted("fp32").parent, "fp32")
 
 

@@ -15,7 +15,7 @@ from openvino import opset13 as op
 
 Value = Union[ov.Output, ov.Node]
 
-WEIGHT_FORMATS = ("int8", "fp16", "fp32")
+WEIGHT_FORMATS = ("int8", "int4", "fp16", "fp32")
 
 
 def out(x: Value) -> ov.Output:
@@ -33,8 +33,8 @@ def f32(values) -> ov.Output:
 @dataclass(frozen=True)
 class Weights:
     """How numpy weights become graph constants. `fp16` stores half precision and converts
-    to f32 in the graph (decompression), `fp32` and `int8` store f32 (nncf compresses the
-    MatMul/Gather weights of an `int8` graph afterwards)."""
+    to f32 in the graph (decompression), `fp32`, `int8` and `int4` store f32 (nncf compresses
+    the MatMul/Gather weights of an `int8` or `int4` graph afterwards)."""
 
     fmt: str = "fp32"
 
@@ -52,16 +52,18 @@ def linear(x: Value, w: ov.Output, b: ov.Output | None = None) -> ov.Output:
 
 def rms_norm(x: Value, weight: ov.Output, eps: float) -> ov.Output:
     """weight * x / sqrt(mean(x², last axis) + eps)."""
-    var = op.reduce_mean(op.multiply(x, x), i64([-1]), keep_dims=True)
-    return out(op.multiply(op.multiply(x, op.sqrt(op.divide(f32(1.0), op.add(var, f32(eps))))), weight))
+    var = op.reduce_mean(op.power(x, f32(2.0)), i64([-1]), keep_dims=True)
+    return out(op.multiply(weight, op.multiply(x, op.divide(f32(1.0), op.sqrt(op.add(var, f32(eps)))))))
 
 
 def silu(x: Value) -> ov.Output:
     return out(op.swish(x))
 
 
-def swiglu(x: Value, gate: ov.Output, up: ov.Output, down: ov.Output) -> ov.Output:
-    return linear(op.multiply(silu(linear(x, gate)), linear(x, up)), down)
+def swiglu(x: Value, gate_up: ov.Output, down: ov.Output) -> ov.Output:
+    """down(silu(gate(x)) * up(x)), gate and up stacked as the rows of one matrix."""
+    gate, up = op.split(linear(x, gate_up), i64(-1), 2).outputs()
+    return linear(op.multiply(silu(gate), up), down)
 
 
 def _inv_freq(head_dim: int, theta: float) -> np.ndarray:

@@ -73,9 +73,15 @@ def codec_graphs(first: Sequence[int] = FIRST_CHUNKS, steady: Sequence[int] = ST
             graphs[f"codec_{kind}_{n}"] = partial(build, frames=n)
     return graphs
 
+
 _REPO_ID = re.compile(r"^[A-Za-z0-9][\w.-]*/[\w.-]+$")
 _COMMIT = re.compile(r"^[0-9a-f]{40}$")
-_PRECISION = {"int8": "int8_sym", "fp16": "fp16", "fp32": "fp32"}
+# INT4 (the fast preset): symmetric, one scale per group of input channels. nncf keeps the
+# embedding tables and the output head of each graph in the backup format (INT8_SYM); the
+# prompt-embedding graph is INT8 whole (it gathers rows, it reads no full matrix per step).
+INT4_GROUP = 128
+INT4_GRAPHS = ("talker", "subcode")
+_PRECISION = {"int8": "int8_sym", "int4": f"int4_sym_g{INT4_GROUP}", "fp16": "fp16", "fp32": "fp32"}
 
 
 class ConvertError(RuntimeError):
@@ -126,23 +132,30 @@ def resolve_source(src: str | Path, revision: str | None) -> tuple[Path, dict[st
     return local, {"repo_id": str(src), "revision": revision, "commit": commit, "path": str(local)}
 
 
-def _compress(model: ov.Model) -> ov.Model:
+def _compress(model: ov.Model, fmt: str) -> ov.Model:
     try:
         import nncf
     except ImportError:
-        raise ConvertError("--weights int8 needs nncf: pip install 'wyoming-qwen3tts[convert]' "
+        raise ConvertError(f"--weights {fmt} needs nncf: pip install 'wyoming-qwen3tts[convert]' "
                            "(or use --weights fp16)") from None
+    if fmt == "int4":  # a matrix narrower than a group (tiny test models) gets the largest group that fits
+        narrow = nncf.AdvancedCompressionParameters(group_size_fallback_mode=nncf.GroupSizeFallbackMode.ADJUST,
+                                                    min_adjusted_group_size=16)
+        return nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT4_SYM, group_size=INT4_GROUP,
+                                     ratio=1.0, backup_mode=nncf.BackupMode.INT8_SYM, advanced_parameters=narrow)
     return nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_SYM)
 
 
 def _convert_graph(name: str, build: Builder, src: Path, fmt: str, work: Path) -> dict[str, Any]:
     """Build, compress and save one graph; nothing of it stays in memory afterwards."""
     start = time.perf_counter()
+    if fmt == "int4" and name not in INT4_GRAPHS:
+        fmt = "int8"
     log.info("%s: building (%s weights)", name, fmt)
     model = build(Checkpoint(src), Weights(fmt))  # a fresh checkpoint: its mapped pages go with it
-    if fmt == "int8":
-        log.info("%s: built in %.1f s; INT8_SYM weight compression", name, time.perf_counter() - start)
-        model = _compress(model)
+    if fmt in ("int8", "int4"):
+        log.info("%s: built in %.1f s; %s weight compression", name, time.perf_counter() - start, _PRECISION[fmt])
+        model = _compress(model, fmt)
     entry = mf.describe_graph(model, f"{name}.xml", _PRECISION[fmt])
     ov.save_model(model, work / entry["xml"], compress_to_fp16=False)
     del model
