@@ -5,12 +5,33 @@ import logging
 
 import pytest
 
-from wyoming_qwen3tts.engine.devices import DeviceError, compile_config, describe_devices, place
+import openvino as ov
+
+from wyoming_qwen3tts.engine.config import EngineConfig
+from wyoming_qwen3tts.engine.devices import (
+    DeviceError,
+    check_kv_cache,
+    compile_config,
+    describe_devices,
+    device_capabilities,
+    fastest_precision,
+    place,
+    resolve_precision,
+    resolve_precisions,
+)
+from wyoming_qwen3tts.engine.model import LoadedModel
+from wyoming_qwen3tts.engine.runner import ChunkSchedule
 from wyoming_qwen3tts.server import models
 from wyoming_qwen3tts.server.models import ModelSourceError, conversion_dir, prepare_model
 
 AI_PC = ["CPU", "GPU", "NPU"]
 AI_PC_REQUEST = {"talker": "GPU", "subcode": "GPU", "decoder": "NPU"}
+# OPTIMIZATION_CAPABILITIES as OpenVINO reports them on the hosts this project runs on
+AMX_XEON = ["BF16", "WINOGRAD", "FP32", "FP16", "INT8", "BIN", "EXPORT_IMPORT"]
+ZEN4 = ["BF16", "WINOGRAD", "FP32", "INT8", "BIN", "EXPORT_IMPORT"]
+VNNI_XEON = ["WINOGRAD", "FP32", "INT8", "BIN", "EXPORT_IMPORT"]  # AVX-512 without BF16
+ARC_GPU = ["FP32", "BIN", "FP16", "INT8", "GPU_HW_MATMUL", "EXPORT_IMPORT"]
+NPU_CAPS = ["FP16", "INT8", "EXPORT_IMPORT"]
 
 
 def test_an_ai_pc_gets_what_it_asks_for(caplog):
@@ -58,28 +79,163 @@ def test_compile_properties_per_device(tmp_path):
 
 
 class FakeCore:
-    def __init__(self, devices: list[str]) -> None:
+    """ov.Core's device queries, over made-up devices; counts capability queries."""
+
+    NAMES = {"CPU": "Intel Core Ultra 7", "GPU": "Intel Arc Graphics", "NPU": "Intel AI Boost"}
+
+    def __init__(self, devices: list[str], capabilities: dict[str, list[str]] | None = None) -> None:
         self.available_devices = devices
+        self.capabilities = capabilities or {"CPU": ZEN4, "GPU": ARC_GPU, "NPU": NPU_CAPS}
+        self.asked: list[str] = []
 
-    def get_property(self, device: str, name: str) -> str:
-        assert name == "FULL_DEVICE_NAME"
-        return {"CPU": "Intel Core Ultra 7", "GPU": "Intel Arc Graphics", "NPU": "Intel AI Boost"}[device]
+    def get_property(self, device: str, name: str):
+        if name == "FULL_DEVICE_NAME":
+            return self.NAMES[device]
+        assert name == "OPTIMIZATION_CAPABILITIES"
+        self.asked.append(device)
+        if device not in self.capabilities:
+            raise RuntimeError(f"cannot load the {device} plugin")
+        return self.capabilities[device]
 
 
-def test_list_devices_shows_devices_and_placement():
+@pytest.mark.parametrize("device, capabilities, expected", [
+    ("CPU", AMX_XEON, "bf16"),  # FP16 too, but the CPU's fast path is bf16
+    ("CPU", ZEN4, "bf16"),
+    ("CPU", VNNI_XEON, "f32"),
+    ("CPU", ["FP32", "FP16", "INT8"], "f32"),  # f16 is never the CPU's choice
+    ("CPU", [], "f32"),
+    ("GPU", ARC_GPU, "f16"),
+    ("GPU.1", ARC_GPU, "f16"),
+    ("GPU", ["FP32", "BIN", "INT8"], "f32"),
+    ("NPU", NPU_CAPS, "f16"),  # its compiler's own, whatever it reports
+    ("NPU", [], "f16"),
+    ("AUTO", AMX_XEON, "f32"),  # OpenVINO picks the device later: nothing is known of it
+])
+def test_auto_is_the_fastest_precision_the_device_reports(device, capabilities, expected):
+    assert fastest_precision(device, capabilities) == expected
+
+
+def test_auto_resolves_per_graph_on_mixed_placements():
+    core = FakeCore(AI_PC, {"CPU": AMX_XEON, "GPU": ARC_GPU, "NPU": NPU_CAPS})
+    assert resolve_precisions(core, "auto", {"talker": "GPU", "subcode": "CPU", "decoder": "NPU"}) == {
+        "talker": "f16", "subcode": "bf16", "decoder": "f16"}
+    assert sorted(core.asked) == ["CPU", "GPU", "NPU"]  # each device once
+    slow = FakeCore(AI_PC, {"CPU": VNNI_XEON, "GPU": ["FP32", "INT8"], "NPU": NPU_CAPS})
+    assert resolve_precisions(slow, "auto", {"talker": "GPU", "subcode": "CPU", "decoder": "NPU"}) == {
+        "talker": "f32", "subcode": "f32", "decoder": "f16"}
+    core = FakeCore(["CPU"], {"CPU": ZEN4})
+    assert resolve_precisions(core, "auto", {g: "CPU" for g in ("talker", "subcode", "decoder")}) == {
+        "talker": "bf16", "subcode": "bf16", "decoder": "bf16"}
+    assert core.asked == ["CPU"]
+    assert resolve_precision(FakeCore(["CPU"], {"CPU": ZEN4}), "auto", "GPU") == "f32"  # a GPU that cannot answer
+
+
+def test_f32_is_taken_as_asked_without_asking_the_device():
+    core = FakeCore(AI_PC, {"CPU": AMX_XEON, "GPU": ARC_GPU, "NPU": NPU_CAPS})
+    assert resolve_precisions(core, "f32", {"talker": "GPU", "subcode": "CPU", "decoder": "CPU"}) == {
+        "talker": "f32", "subcode": "f32", "decoder": "f32"}
+    assert core.asked == []
+    assert resolve_precision(core, "f32", "NPU") == "f16"  # the NPU computes its own whatever is asked
+    # the properties f32 compiles with are the ones it always had: the NPU gets no hint
+    assert compile_config("f32", None, None, "NPU") == compile_config("f16", None, None, "NPU")
+    with pytest.raises(ValueError, match="unknown precision 'f64'"):
+        resolve_precision(core, "f64", "CPU")
+
+
+def test_an_explicit_precision_the_device_lacks_is_kept_and_warned_about(caplog):
+    core = FakeCore(["CPU", "GPU"], {"CPU": VNNI_XEON, "GPU": ARC_GPU})
+    with caplog.at_level(logging.WARNING):
+        assert resolve_precisions(core, "bf16", {"talker": "CPU", "subcode": "CPU", "decoder": "GPU"}) == {
+            "talker": "bf16", "subcode": "bf16", "decoder": "bf16"}
+    assert [r.message for r in caplog.records] == [
+        "precision bf16 on CPU, which reports no native BF16: OpenVINO emulates it there or computes f32 "
+        "(auto would run f32)",
+        "precision bf16 on GPU, which reports no native BF16: OpenVINO emulates it there or computes f32 "
+        "(auto would run f16)"]
+    caplog.clear()
+    with caplog.at_level(logging.WARNING):
+        assert resolve_precision(FakeCore(["CPU"], {"CPU": ZEN4}), "bf16", "CPU") == "bf16"
+    assert not caplog.records
+
+
+def test_an_f32_kv_cache_needs_f32_compute_on_the_cpu():
+    check_kv_cache("f32", "f32", "CPU")
+    check_kv_cache("bf16", "u8", "CPU")
+    check_kv_cache("bf16", "f16", "CPU")
+    check_kv_cache("f16", "f32", "GPU")  # the GPU picks its own cache format
+    for precision in ("bf16", "f16"):
+        with pytest.raises(ValueError, match=f"an f32 KV cache needs f32 compute, but the talker runs {precision}"):
+            check_kv_cache(precision, "f32", "CPU")
+        with pytest.raises(ValueError, match="an f32 KV cache needs f32 compute"):
+            compile_config(precision, "f32", device="CPU")
+
+
+def test_list_devices_shows_devices_placement_and_precision():
     text = describe_devices(FakeCore(AI_PC), AI_PC_REQUEST)
     assert "GPU: Intel Arc Graphics" in text and "NPU: Intel AI Boost" in text
     assert "talker -> GPU, subcode -> GPU, decoder -> NPU" in text
+    assert "precision auto: talker f16, subcode f16, decoder f16" in text
     assert "decoder -> CPU" in describe_devices(FakeCore(["CPU", "GPU"]), AI_PC_REQUEST)
     assert "static shapes only" in describe_devices(FakeCore(AI_PC), {"talker": "NPU"})
+    text = describe_devices(FakeCore(AI_PC), {"talker": "GPU", "subcode": "CPU", "decoder": "NPU"}, "f32")
+    assert "precision f32: talker f32, subcode f32, decoder f16" in text
+
+
+def test_list_devices_says_what_auto_picks_on_each_device_and_why():
+    fast = describe_devices(FakeCore(AI_PC, {"CPU": AMX_XEON, "GPU": ARC_GPU, "NPU": NPU_CAPS}), {})
+    assert fast.splitlines()[1:7] == [
+        "  CPU: Intel Core Ultra 7", "    auto precision: bf16 (native BF16)",
+        "  GPU: Intel Arc Graphics", "    auto precision: f16 (native FP16)",
+        "  NPU: Intel AI Boost", "    auto precision: f16, the NPU compiler's own (no precision is set there)"]
+    assert fast.splitlines()[-1] == "precision auto: talker bf16, subcode bf16, decoder bf16"
+    slow = describe_devices(FakeCore(["CPU", "GPU"], {"CPU": VNNI_XEON, "GPU": ["FP32", "INT8"]}), {})
+    assert ("    auto precision: f32 (no native BF16: auto runs f32 here, and the codec decoder, which bf16 "
+            "speeds up most, keeps its f32 cost)") in slow.splitlines()
+    assert "    auto precision: f32 (no native FP16: auto runs f32 here)" in slow.splitlines()
+    assert slow.splitlines()[-1] == "precision auto: talker f32, subcode f32, decoder f32"
 
 
 def test_the_cli_lists_devices(capsys):
+    """On this machine: what its CPU reports decides what auto runs."""
     from wyoming_qwen3tts.server.app import main
 
+    expected = fastest_precision("CPU", device_capabilities(ov.Core(), "CPU"))
     assert main(["--list-devices", "--device", "GPU", "--device-decoder", "NPU"]) == 0
     out = capsys.readouterr().out
     assert "OpenVINO devices:" in out and "CPU:" in out and "graphs: talker ->" in out
+    assert f"    auto precision: {expected} (" in out
+    assert main(["--list-devices", "--precision", "f32"]) == 0
+    assert "precision f32: talker f32, subcode f32, decoder f32" in capsys.readouterr().out
+
+
+def test_the_model_and_the_native_runner_get_each_graphs_precision(converted_factory, monkeypatch, caplog):
+    """What LoadedModel resolves is what every graph compiles with, the native runner's too;
+    f32 compiles with exactly the properties it always had."""
+    from wyoming_qwen3tts.engine import native
+
+    captured = []
+    monkeypatch.setattr(native._native, "Runner", lambda config: captured.append(config))
+    model_dir = converted_factory("tiny", "custom_voice", "int8")
+    expected = fastest_precision("CPU", device_capabilities(ov.Core(), "CPU"))
+    with caplog.at_level(logging.INFO):
+        model = LoadedModel(model_dir, precision="auto", kv_precision="u8", runner="native")
+    assert model.precisions == {"talker": expected, "subcode": expected, "decoder": expected}
+    assert f"talker CPU {expected}, subcode CPU {expected}, decoder CPU {expected} (precision auto" in caplog.text
+    native.NativeRunner(model, EngineConfig(), ChunkSchedule(1, 8, False))
+    exact = LoadedModel(model_dir, precision="f32", kv_precision="u8", runner="native")
+    assert exact.precisions == {"talker": "f32", "subcode": "f32", "decoder": "f32"}
+    native.NativeRunner(exact, EngineConfig(), ChunkSchedule(1, 8, False))
+    (auto, f32) = captured
+    for config, precision in ((auto, expected), (f32, "f32")):
+        for graph in ("talker", "subcode", "decoder"):
+            assert getattr(config, f"{graph}_properties")["INFERENCE_PRECISION_HINT"] == precision
+        assert config.talker_properties == {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision,
+                                            "KV_CACHE_PRECISION": "u8"}
+
+
+def test_an_f32_kv_cache_with_reduced_compute_is_refused_before_compiling(converted_factory):
+    with pytest.raises(ValueError, match="an f32 KV cache needs f32 compute, but the talker runs bf16 on the CPU"):
+        LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="bf16", kv_precision="f32")
 
 
 def test_a_second_start_converts_nothing_and_a_broken_conversion_is_redone(checkpoint_factory, tmp_path,

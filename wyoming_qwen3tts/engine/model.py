@@ -15,7 +15,7 @@ from ..model.embed import PromptEmbeds
 from ..model.prompt import REF_FRAME, SPEAKER_SLOT, Prompt, PromptError, VoiceRequest, build_prompt
 from ..model.tokenizer import TextTokenizer
 from .codec_stream import StreamingCodec
-from .devices import compile_config, dynamic_device, static_batch
+from .devices import check_kv_cache, compile_config, dynamic_device, resolve_precision, resolve_precisions, static_batch
 
 log = logging.getLogger(__name__)
 
@@ -45,6 +45,8 @@ class LoadedModel:
         self.threads, self.cache_dir = threads, cache_dir
         self.decoder_batch = static_batch(self.devices["decoder"])
         core = ov.Core()
+        self.precisions = resolve_precisions(core, precision, self.devices)  # what each graph runs, per device
+        check_kv_cache(self.precisions["talker"], kv_precision, self.devices["talker"])  # before anything compiles
         self.embed = core.compile_model(core.read_model(self.dir / "embed.xml"), device, self.properties("talker"))
         self._core, self._offline = core, None
         self.talker = self.subcode = self.streaming = None
@@ -53,7 +55,8 @@ class LoadedModel:
             self._compile_runner_graphs(core, chunks)
         self._embed_req = self.embed.create_infer_request()
         self.tts_pad = self._embed(np.array([self.spec.text_ids.tts_pad]), np.array([-1]))[0][0]
-        log.info("loaded %s on %s (%s, KV %s, for the %s runner)", self.dir, self.devices, precision, kv_precision,
+        log.info("loaded %s: %s (precision %s, KV %s), for the %s runner", self.dir,
+                 ", ".join(f"{g} {self.devices[g]} {p}" for g, p in self.precisions.items()), precision, kv_precision,
                  runner)
 
     def exported_chunks(self, kind: str) -> dict[int, Path]:
@@ -67,8 +70,8 @@ class LoadedModel:
         return set(chunks) | ({1} if self.spec.model_type == "base" else set())
 
     def properties(self, graph: str, kv_precision: str | None = None) -> dict:
-        """Compile properties of `graph` on its device (devices.compile_config)."""
-        return compile_config(self.precision, kv_precision, self.threads, self.devices[graph], self.cache_dir)
+        """Compile properties of `graph` on its device, in its precision (devices.compile_config)."""
+        return compile_config(self.precisions[graph], kv_precision, self.threads, self.devices[graph], self.cache_dir)
 
     def _compile_runner_graphs(self, core: ov.Core, chunks: Collection[int] | None) -> None:
         """The graphs the Python reference runner steps through."""
@@ -118,9 +121,10 @@ class LoadedModel:
     def compile_dynamic(self, graph: str, precision: str | None = None) -> ov.CompiledModel:
         """A graph with dynamic lengths (the offline decoder, the clone encoders) on the
         decoder's device, or on the CPU where that device needs static shapes; in the
-        model's precision unless one is given."""
+        model's precision setting resolved for that device unless one is given."""
         device = dynamic_device(self.devices["decoder"])
-        config = compile_config(precision or self.precision, None, self.threads, device, self.cache_dir)
+        precision = precision or resolve_precision(self._core, self.precision, device)
+        config = compile_config(precision, None, self.threads, device, self.cache_dir)
         return self._core.compile_model(self._core.read_model(self.dir / f"{graph}.xml"), device, config)
 
     def prompt(self, req: VoiceRequest) -> Prompt:

@@ -182,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
                                  talker_device=args.device_talker, subcode_device=args.device_subcode,
                                  decoder_device=args.device_decoder)
         if args.list_devices:
-            print(describe_devices(ov.Core(), requested_devices(config)))  # noqa: T201 - the command's output
+            print(describe_devices(ov.Core(), requested_devices(config),  # noqa: T201 - the command's output
+                                   config.precision.inference))
             return 0
         asyncio.run(serve(config))
     except (ConfigError, ModelSourceError, CatalogueError, ValueError, EngineError, TimeoutError, OSError) as e:
