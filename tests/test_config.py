@@ -107,7 +107,7 @@ def test_empty_file_or_sections_give_defaults(tmp_path, text):
     ("devices:\n  talker: TPU\n", "devices.talker: 'TPU' is not one of CPU, GPU, NPU, AUTO"),
     ("devices:\n  subcode: cpu\n", "devices.subcode: 'cpu' is not one of"),
     ("devices:\n  threads: 0\n", "devices.threads: must be >= 1, got 0"),
-    ("precision:\n  inference: f64\n", "precision.inference: 'f64' is not one of f32, bf16, f16"),
+    ("precision:\n  inference: f64\n", "precision.inference: 'f64' is not one of auto, f32, bf16, f16"),
     ("precision:\n  kv_cache: i4\n", "precision.kv_cache: 'i4' is not one of u8, f16, f32"),
     ("model:\n  weights: int4\n", "model.weights: 'int4' is not one of int8, fp16, fp32"),
     ("model:\n  source: ''\n", "model.source: must not be empty"),
@@ -216,6 +216,12 @@ def test_overrides_reach_their_settings():
     assert (server.uri, server.zeroconf, server.samples_per_chunk, server.greedy, server.seed, server.default_voice) \
         == ("tcp://127.0.0.1:10201", "qwen3tts", 512, True, 3, "ryan")
     assert base == ServerConfig()  # the input is untouched
+
+
+def test_precision_is_auto_unless_pinned(tmp_path):
+    assert ServerConfig().precision.inference == "auto"
+    assert apply_overrides(ServerConfig(), precision="f32").precision.inference == "f32"
+    assert load_config(write(tmp_path, "precision:\n  inference: auto\n")) == ServerConfig()
 
 
 def test_per_graph_device_beats_device_whatever_the_order():

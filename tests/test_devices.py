@@ -204,6 +204,9 @@ def test_the_cli_lists_devices(capsys):
     out = capsys.readouterr().out
     assert "OpenVINO devices:" in out and "CPU:" in out and "graphs: talker ->" in out
     assert f"    auto precision: {expected} (" in out
+    assert main(["--list-devices"]) == 0
+    out = capsys.readouterr().out
+    assert f"precision auto: talker {expected}, subcode {expected}, decoder {expected}" in out
     assert main(["--list-devices", "--precision", "f32"]) == 0
     assert "precision f32: talker f32, subcode f32, decoder f32" in capsys.readouterr().out
 

@@ -82,3 +82,28 @@ def test_say_reports_bad_input_without_a_traceback(converted, tmp_path, caplog):
     args = ["Hi.", "--model", str(converted), "--voice", "nobody", "-o", str(tmp_path / "x.wav")]
     assert say(args) == 2
     assert "unknown speaker 'nobody'" in caplog.text and not (tmp_path / "x.wav").exists()
+
+
+def test_auto_is_the_default_and_reaches_the_offline_decoder(converted, tmp_path, caplog):
+    """The default precision is auto: every graph gets this CPU's fastest native precision,
+    the offline decoder (compiled on first use) too."""
+    import openvino as ov
+
+    from wyoming_qwen3tts.engine.devices import device_capabilities, fastest_precision
+    from wyoming_qwen3tts.say import parse_args
+
+    assert parse_args(["Hi.", "--model", str(converted), "-o", "x.wav"]).precision == "auto"
+    expected = fastest_precision("CPU", device_capabilities(ov.Core(), "CPU"))
+    wav = tmp_path / "auto.wav"
+    with caplog.at_level("INFO"):
+        assert say(["Hello there.", "--model", str(converted), "--voice", "ryan", "--greedy", "--max-frames", "6",
+                    "--offline", "-o", str(wav)]) == 0
+    assert f"talker CPU {expected}, subcode CPU {expected}, decoder CPU {expected} (precision auto" in caplog.text
+    assert read_wav(wav)[0].shape == (6 * 1920,)
+
+
+def test_an_f32_kv_cache_needs_f32_compute(converted, tmp_path, caplog):
+    args = ["Hi.", "--model", str(converted), "--voice", "ryan", "--precision", "bf16", "--kv-precision", "f32",
+            "-o", str(tmp_path / "x.wav")]
+    assert say(args) == 2
+    assert "an f32 KV cache needs f32 compute" in caplog.text and "Traceback" not in caplog.text

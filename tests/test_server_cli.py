@@ -13,6 +13,8 @@ from wyoming.tts import SynthesizeChunk, SynthesizeStart
 
 from wyoming_qwen3tts import __version__
 from wyoming_qwen3tts.client import synthesize
+from wyoming_qwen3tts.config import apply_overrides, load_config
+from wyoming_qwen3tts.server.app import parse_args
 from test_server import free_port
 
 
@@ -83,3 +85,12 @@ def test_version_and_bad_settings(tmp_path):
     run = subprocess.run([sys.executable, "-m", "wyoming_qwen3tts", "--model", str(tmp_path / "nothing-here")],
                          capture_output=True, text=True, timeout=60)
     assert run.returncode == 2 and "neither a directory nor a hub repo id" in run.stderr
+
+
+def test_precision_is_auto_unless_a_flag_pins_it():
+    def precision(argv: list[str]) -> str:
+        args = parse_args(argv)
+        return apply_overrides(load_config(None), precision=args.precision).precision.inference
+
+    assert precision([]) == "auto"
+    assert [precision(["--precision", p]) for p in ("f32", "bf16", "f16", "auto")] == ["f32", "bf16", "f16", "auto"]

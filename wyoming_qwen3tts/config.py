@@ -21,7 +21,7 @@ from typing import Any, Union
 import yaml
 
 from .engine.config import EngineConfig
-from .engine.devices import KV_PRECISIONS, PRECISIONS
+from .engine.devices import KV_PRECISIONS, PRECISION_SETTINGS
 
 DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 DEVICES = ("CPU", "GPU", "NPU", "AUTO")
@@ -72,13 +72,14 @@ class DevicesConfig:
 
 @dataclass(frozen=True)
 class PrecisionConfig:
-    """Numeric precision, pinned explicitly: OpenVINO's CPU default (bf16) changes results."""
+    """Numeric precision, always set explicitly (OpenVINO's own CPU default changes with the
+    CPU): auto is each device's fastest native precision (engine/devices.py), f32 the exact path."""
 
-    inference: str = "f32"
+    inference: str = "auto"
     kv_cache: str = "u8"
 
     def validate(self) -> None:
-        _one_of("precision.inference", self.inference, PRECISIONS)
+        _one_of("precision.inference", self.inference, PRECISION_SETTINGS)
         _one_of("precision.kv_cache", self.kv_cache, KV_PRECISIONS)
 
 

@@ -15,7 +15,7 @@ import numpy as np
 from .engine.audio import SAMPLE_RATE, write_wav
 from .engine.clone import CloneError, Cloner
 from .engine.config import EngineConfig
-from .engine.devices import KV_PRECISIONS, PRECISIONS
+from .engine.devices import KV_PRECISIONS, PRECISION_SETTINGS
 from .engine.model import LoadedModel
 from .engine.runner import ChunkSchedule
 from .engine.sampling import SamplingParams
@@ -68,7 +68,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--greedy", action="store_true", help="greedy decoding (deterministic)")
     parser.add_argument("--seed", type=int, help="seed for sampling (text i gets seed + i)")
     parser.add_argument("--max-frames", type=int, help="stop after this many 80 ms frames")
-    parser.add_argument("--precision", choices=PRECISIONS, default="f32")
+    parser.add_argument("--precision", choices=PRECISION_SETTINGS, default="auto",
+                        help="inference precision (auto: each device's fastest native one; f32: exact)")
     parser.add_argument("--kv-precision", choices=KV_PRECISIONS, default="u8")
     parser.add_argument("--device", default="CPU")
     parser.add_argument("--threads", type=int, help="inference threads per graph (default: all cores)")
@@ -128,8 +129,12 @@ def local(args: argparse.Namespace) -> int:
     """Every text through an engine in this process."""
     start = time.perf_counter()
     chunks = () if args.offline else (args.first_chunk, args.steady_chunk)
-    model = LoadedModel(args.model, args.device, args.precision, args.kv_precision, chunks=chunks,
-                        threads=args.threads, runner=args.runner)
+    try:
+        model = LoadedModel(args.model, args.device, args.precision, args.kv_precision, chunks=chunks,
+                            threads=args.threads, runner=args.runner)
+    except ValueError as e:  # a KV cache precision the talker's device cannot pair with its precision
+        log.error("%s", e)
+        return 2
     config = EngineConfig(max_batch=max(1, len(args.all_texts)), max_queue=max(1, len(args.all_texts)),
                           first_chunk=args.first_chunk, steady_chunk=args.steady_chunk, request_timeout=0,
                           runner=args.runner)

@@ -16,7 +16,7 @@ from wyoming.server import AsyncServer
 from .. import __version__
 from ..config import ConfigError, ServerConfig, VoiceConfig, apply_overrides, load_config
 from ..engine.clone import ClonePrompt, CloneError, Cloner
-from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISIONS, describe_devices, place
+from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISION_SETTINGS, describe_devices, place
 from ..engine.model import LoadedModel
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
@@ -42,10 +42,11 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--device", help="OpenVINO device of every graph (CPU, GPU, NPU, AUTO)")
     for graph in GRAPHS:
         parser.add_argument(f"--device-{graph}", help=f"device of the {graph} only (overrides --device)")
-    parser.add_argument("--list-devices", action="store_true", help="print what OpenVINO sees and where each "
-                        "graph would run, then exit")
+    parser.add_argument("--list-devices", action="store_true", help="print what OpenVINO sees, what precision "
+                        "auto picks on each device, and where and in which precision each graph would run, then exit")
     parser.add_argument("--threads", type=int, help="inference threads per graph")
-    parser.add_argument("--precision", choices=PRECISIONS)
+    parser.add_argument("--precision", choices=PRECISION_SETTINGS, help="inference precision (default auto: each "
+                        "device's fastest native one; f32: exact)")
     parser.add_argument("--kv-precision", choices=KV_PRECISIONS)
     parser.add_argument("--max-batch", type=int, help="requests generated together")
     parser.add_argument("--runner", choices=("native", "python"), help="step loop (default native)")
