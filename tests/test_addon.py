@@ -24,9 +24,9 @@ from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 from wyoming.server import AsyncTcpServer
 
 from wyoming_qwen3tts import __version__
-from wyoming_qwen3tts.config import DEFAULT_MODEL, VoiceConfig, load_config
+from wyoming_qwen3tts.config import DEFAULT_MODEL, ServerConfig, VoiceConfig, load_config
 from wyoming_qwen3tts.convert.pipeline import FIRST_CHUNKS, STEADY_CHUNKS
-from wyoming_qwen3tts.engine.devices import DeviceError, place
+from wyoming_qwen3tts.engine.devices import PRECISION_SETTINGS, DeviceError, place
 from wyoming_qwen3tts.server import app
 from wyoming_qwen3tts.server.handler import ServiceSlot, TtsHandler
 from wyoming_qwen3tts.server.models import conversion_dir
@@ -224,6 +224,7 @@ def test_schema_choices_are_what_the_server_takes(manifest: dict[str, Any]) -> N
     for option in ("weights", "precision", "kv_precision"):
         for value in _choices(schema[option]):
             app.parse_args([addon.VALUE_FLAGS[option], value])
+    assert _choices(schema["precision"]) == list(PRECISION_SETTINGS)  # auto, and every explicit one
     assert [int(n) for n in _choices(schema["first_chunk"])] == list(FIRST_CHUNKS)  # what every conversion exports
     assert [int(n) for n in _choices(schema["steady_chunk"])] == list(STEADY_CHUNKS)
 
@@ -233,9 +234,12 @@ def test_schema_choices_are_what_the_server_takes(manifest: dict[str, Any]) -> N
 def test_defaults_give_the_plain_command(manifest: dict[str, Any], tmp_path: Path) -> None:
     argv, voices_path = _serve(tmp_path, manifest["options"])  # what the Supervisor writes on install
     assert argv == SERVER + ["--model", DEFAULT_MODEL, "--weights", "int8", "--device-talker", "CPU",
-                             "--device-subcode", "CPU", "--device-decoder", "CPU", "--precision", "f32",
+                             "--device-subcode", "CPU", "--device-decoder", "CPU", "--precision", "auto",
                              "--kv-precision", "u8", "--first-chunk", "1", "--steady-chunk", "8"]
     assert not voices_path.exists()  # no voices: no config file, the server's defaults
+    precision = ServerConfig().precision  # and the options the add-on passes are the server's defaults
+    assert (manifest["options"]["precision"], manifest["options"]["kv_precision"]) == (precision.inference,
+                                                                                      precision.kv_cache)
 
 
 def test_devices_voices_and_debug(tmp_path: Path) -> None:
