@@ -21,6 +21,7 @@ from wyoming_qwen3tts.bench.cli import main, parse_args, prepare
 from wyoming_qwen3tts.bench.report import summary
 from wyoming_qwen3tts.bench.scenarios import EngineSetup, LevelResult, OursResult, Workload, merged, process_groups
 from wyoming_qwen3tts.bench.stats import Spread
+from wyoming_qwen3tts.engine.devices import GRAPHS, PRECISIONS
 
 FRAMES = 10
 STREAMS = [1, 2, 4]
@@ -74,7 +75,7 @@ def _level(streams: int, fps: float, peak: float) -> LevelResult:
 
 
 def _ours(*levels: LevelResult) -> OursResult:
-    return OursResult("m", EngineSetup(), 1.0, 100.0, None, 30, 64, 16, 0.5, list(levels))
+    return OursResult("m", EngineSetup(), 1.0, 100.0, {"talker": "f32"}, 30, 64, 16, 0.5, list(levels))
 
 
 def test_summary_arithmetic():
@@ -153,6 +154,7 @@ def test_bench_writes_every_figure(work_dir, tmp_path):
     ours = report["ours"]
     assert [level["streams"] for level in ours["levels"]] == STREAMS
     assert ours["prompt_tokens"] > 0 and ours["blocks_total"] > 0 and ours["setup"]["max_batch"] == max(STREAMS)
+    assert ours["precisions"] == {"talker": "f32", "subcode": "f32", "decoder": "f32"}  # the bench's default
     for level in ours["levels"]:
         for key in ("aggregate_fps", "ttfa_p50_s", "ttfa_p90_s", "rtf", "step_ms"):
             _spread(level[key])
@@ -205,11 +207,15 @@ def test_bench_writes_every_figure(work_dir, tmp_path):
     assert s["x_vox"] == report["ratios"]["vox"]["frames_per_s"]
 
 
-def test_bench_without_peers_int4(work_dir, tmp_path):
+def test_bench_without_peers_int4_auto(work_dir, tmp_path):
     out = tmp_path / "results"
     assert main(["--preset", "tiny", "--work-dir", str(work_dir), "-o", str(out), "--frames", str(FRAMES),
-                 "--runs", "1", "--streams", "1", "--bandwidth-mb", "32", "--weights", "int4", "--peers", "none"]) == 0
+                 "--runs", "1", "--streams", "1", "--bandwidth-mb", "32", "--weights", "int4", "--peers", "none",
+                 "--precision", "auto"]) == 0
     report = json.loads((out / "bench-tiny.json").read_text())
+    assert report["ours"]["setup"]["precision"] == "auto"
+    assert set(report["ours"]["precisions"]) == set(GRAPHS) and set(report["ours"]["precisions"].values()) <= set(
+        PRECISIONS)  # what auto chose for each graph on this CPU
     assert report["official"] is None and report["vox"] is None and report["ratios"] == {}
     assert report["model"]["options"]["weights"] == "int4" and report["reads"]["talker"]["stored"] == "int4"
     subcode = report["reads"]["subcode"]

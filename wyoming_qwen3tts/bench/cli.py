@@ -18,7 +18,7 @@ from pathlib import Path
 from ..convert.ops import WEIGHT_FORMATS
 from ..convert.pipeline import convert
 from ..engine.config import RUNNERS
-from ..engine.devices import PRECISIONS
+from ..engine.devices import PRECISION_SETTINGS
 from ..model.synthetic.presets import PRESETS
 from ..model.synthetic.writer import write_checkpoint
 from . import vox_peer
@@ -36,7 +36,6 @@ TEXT = "Good evening! The living room lights are off, the front door is locked, 
 VARIANT = "custom_voice"
 BUSY = 0.05  # share of the CPU other processes may take before the figures are flagged
 PEERS = ("official", "vox")
-PRECISION_CHOICES = (*PRECISIONS, "auto")  # auto: LoadedModel picks per graph and device
 
 
 def _levels(text: str) -> list[int]:
@@ -86,7 +85,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="inference threads of each implementation")
     parser.add_argument("--runner", choices=RUNNERS, default="native", help="our step loop")
-    parser.add_argument("--precision", choices=PRECISION_CHOICES, default="f32",
+    parser.add_argument("--precision", choices=PRECISION_SETTINGS, default="f32",
                         help="our compute precision (auto: per graph and device)")
     parser.add_argument("--bandwidth-mb", type=int, default=1024, help="buffer read to measure bandwidth")
     parser.add_argument("--debug", action="store_true")

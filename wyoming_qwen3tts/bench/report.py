@@ -220,9 +220,7 @@ LM_GRAPHS = ("talker", "subcode")
 
 
 def _compute(o: OursResult) -> str:
-    """The precision asked for, and what each graph ran with when the model tells."""
-    if not o.precisions:
-        return o.setup.precision
+    """The precision asked for, and what each graph ran with."""
     return f"{o.setup.precision} (" + ", ".join(f"{g} {p}" for g, p in o.precisions.items()) + ")"
 
 

@@ -76,7 +76,7 @@ class OursResult:
     setup: EngineSetup
     load_s: float
     rss_loaded_mb: float  # after compiling every graph (the one-stream process)
-    precisions: dict[str, str] | None  # graph → the precision it ran with, where the model reports it
+    precisions: dict[str, str]  # graph → the precision it ran with (LoadedModel resolves "auto" per device)
     prompt_tokens: int
     blocks_total: int
     block_size: int  # tokens per KV block
@@ -189,6 +189,5 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
         _one_run(engine, voice, warm_up, 1, seed=1)  # first inferences allocate and pick kernels
         results = [_level(engine, voice, work, n) for n in levels]
         metrics = engine.metrics()
-    precisions = getattr(model, "precisions", None)  # per graph, once LoadedModel resolves "auto"
-    return OursResult(str(model_dir), setup, load_s, loaded, precisions, len(model.prompt(voice)),
+    return OursResult(str(model_dir), setup, load_s, loaded, dict(model.precisions), len(model.prompt(voice)),
                       metrics.blocks_total, engine.runner.block_size, engine.runner.kv_block_bytes / 2**20, results)
