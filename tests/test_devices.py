@@ -113,19 +113,22 @@ class FakeCore:
 ])
 def test_auto_is_the_fastest_precision_the_device_reports(device, capabilities, expected):
     assert fastest_precision(device, capabilities) == expected
+    on_cpu = device == "CPU"  # the talker and subcode keep f32 there: int8 units, not bf16
+    assert fastest_precision(device, capabilities, "talker") == ("f32" if on_cpu else expected)
+    assert fastest_precision(device, capabilities, "subcode") == ("f32" if on_cpu else expected)
 
 
 def test_auto_resolves_per_graph_on_mixed_placements():
     core = FakeCore(AI_PC, {"CPU": AMX_XEON, "GPU": ARC_GPU, "NPU": NPU_CAPS})
     assert resolve_precisions(core, "auto", {"talker": "GPU", "subcode": "CPU", "decoder": "NPU"}) == {
-        "talker": "f16", "subcode": "bf16", "decoder": "f16"}
+        "talker": "f16", "subcode": "f32", "decoder": "f16"}  # INT8/INT4 products: f32 on a CPU
     assert sorted(core.asked) == ["CPU", "GPU", "NPU"]  # each device once
     slow = FakeCore(AI_PC, {"CPU": VNNI_XEON, "GPU": ["FP32", "INT8"], "NPU": NPU_CAPS})
     assert resolve_precisions(slow, "auto", {"talker": "GPU", "subcode": "CPU", "decoder": "NPU"}) == {
         "talker": "f32", "subcode": "f32", "decoder": "f16"}
     core = FakeCore(["CPU"], {"CPU": ZEN4})
     assert resolve_precisions(core, "auto", {g: "CPU" for g in ("talker", "subcode", "decoder")}) == {
-        "talker": "bf16", "subcode": "bf16", "decoder": "bf16"}
+        "talker": "f32", "subcode": "f32", "decoder": "bf16"}
     assert core.asked == ["CPU"]
     assert resolve_precision(FakeCore(["CPU"], {"CPU": ZEN4}), "auto", "GPU") == "f32"  # a GPU that cannot answer
 
@@ -184,10 +187,11 @@ def test_list_devices_shows_devices_placement_and_precision():
 def test_list_devices_says_what_auto_picks_on_each_device_and_why():
     fast = describe_devices(FakeCore(AI_PC, {"CPU": AMX_XEON, "GPU": ARC_GPU, "NPU": NPU_CAPS}), {})
     assert fast.splitlines()[1:7] == [
-        "  CPU: Intel Core Ultra 7", "    auto precision: bf16 (native BF16)",
+        "  CPU: Intel Core Ultra 7",
+        "    auto precision: bf16 (native BF16); talker and subcode f32 (INT8/INT4 weights run on int8 units there)",
         "  GPU: Intel Arc Graphics", "    auto precision: f16 (native FP16)",
         "  NPU: Intel AI Boost", "    auto precision: f16, the NPU compiler's own (no precision is set there)"]
-    assert fast.splitlines()[-1] == "precision auto: talker bf16, subcode bf16, decoder bf16"
+    assert fast.splitlines()[-1] == "precision auto: talker f32, subcode f32, decoder bf16"
     slow = describe_devices(FakeCore(["CPU", "GPU"], {"CPU": VNNI_XEON, "GPU": ["FP32", "INT8"]}), {})
     assert ("    auto precision: f32 (no native BF16: auto runs f32 here, and the codec decoder, which bf16 "
             "speeds up most, keeps its f32 cost)") in slow.splitlines()
@@ -206,7 +210,7 @@ def test_the_cli_lists_devices(capsys):
     assert f"    auto precision: {expected} (" in out
     assert main(["--list-devices"]) == 0
     out = capsys.readouterr().out
-    assert f"precision auto: talker {expected}, subcode {expected}, decoder {expected}" in out
+    assert f"precision auto: talker f32, subcode f32, decoder {expected}" in out
     assert main(["--list-devices", "--precision", "f32"]) == 0
     assert "precision f32: talker f32, subcode f32, decoder f32" in capsys.readouterr().out
 
@@ -222,17 +226,17 @@ def test_the_model_and_the_native_runner_get_each_graphs_precision(converted_fac
     expected = fastest_precision("CPU", device_capabilities(ov.Core(), "CPU"))
     with caplog.at_level(logging.INFO):
         model = LoadedModel(model_dir, precision="auto", kv_precision="u8", runner="native")
-    assert model.precisions == {"talker": expected, "subcode": expected, "decoder": expected}
-    assert f"talker CPU {expected}, subcode CPU {expected}, decoder CPU {expected} (precision auto" in caplog.text
+    assert model.precisions == {"talker": "f32", "subcode": "f32", "decoder": expected}
+    assert f"talker CPU f32, subcode CPU f32, decoder CPU {expected} (precision auto" in caplog.text
     native.NativeRunner(model, EngineConfig(), ChunkSchedule(1, 8, False))
     exact = LoadedModel(model_dir, precision="f32", kv_precision="u8", runner="native")
     assert exact.precisions == {"talker": "f32", "subcode": "f32", "decoder": "f32"}
     native.NativeRunner(exact, EngineConfig(), ChunkSchedule(1, 8, False))
     (auto, f32) = captured
-    for config, precision in ((auto, expected), (f32, "f32")):
-        for graph in ("talker", "subcode", "decoder"):
+    for config, decoder in ((auto, expected), (f32, "f32")):
+        for graph, precision in (("talker", "f32"), ("subcode", "f32"), ("decoder", decoder)):
             assert getattr(config, f"{graph}_properties")["INFERENCE_PRECISION_HINT"] == precision
-        assert config.talker_properties == {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": precision,
+        assert config.talker_properties == {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32",
                                             "KV_CACHE_PRECISION": "u8"}
 
 

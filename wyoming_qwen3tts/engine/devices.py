@@ -9,7 +9,7 @@ shapes only, so it may take the codec decoder (its chunk graphs are static) and 
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection, Mapping, Sequence
+from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +21,12 @@ PRECISION_SETTINGS = (AUTO, *PRECISIONS)  # what precision.inference and --preci
 CAPABILITY = {"f32": "FP32", "bf16": "BF16", "f16": "FP16"}  # precision -> OPTIMIZATION_CAPABILITIES entry
 FAST_PATH = {"CPU": "bf16", "GPU": "f16"}  # device kind -> what `auto` runs where the device reports it
 OWN_PRECISION = {"NPU": "f16"}  # device kind -> the precision its compiler picks (no hint is set there)
+# Graphs `auto` keeps at f32 on a CPU: their weights are INT8/INT4, and at f32 the CPU plugin
+# multiplies them with dynamically quantised int8 activations (VNNI/AMX int8 units), while at
+# bf16 it decompresses to bf16 instead: measured on an AMX Xeon (0.6B INT4 and INT8, one
+# stream), bf16 made the talker 1.5-2x and the subcode 2-3x slower. The codec decoder
+# (convolutions, f32 weights) is 1.6-2x faster at bf16.
+CPU_F32_GRAPHS = ("talker", "subcode")
 KV_PRECISIONS = ("u8", "f16", "f32")
 GRAPHS = ("talker", "subcode", "decoder")
 STATIC_GRAPHS = ("decoder",)  # exported with static shapes (the codec chunk graphs)
@@ -67,9 +73,10 @@ def place(requested: Mapping[str, str], available: Sequence[str]) -> dict[str, s
     return placed
 
 
-def fastest_precision(device: str, capabilities: Collection[str]) -> str:
-    """What `auto` runs a graph on `device` with: the device's fast path where it reports it
-    in OPTIMIZATION_CAPABILITIES, else f32 (also on AUTO, whose device OpenVINO picks later).
+def fastest_precision(device: str, capabilities: Collection[str], graph: str = "decoder") -> str:
+    """What `auto` runs `graph` on `device` with: the device's fast path where it reports it
+    in OPTIMIZATION_CAPABILITIES, else f32 (also on AUTO, whose device OpenVINO picks later);
+    the talker and subcode stay f32 on a CPU (CPU_F32_GRAPHS).
 
     A CPU may report FP16 as well as BF16 (AVX512-FP16 Xeons do) and still gets bf16: bf16
     keeps f32's exponent range (f16 overflows past 65504; the released weights are bf16), AMX
@@ -79,6 +86,8 @@ def fastest_precision(device: str, capabilities: Collection[str]) -> str:
     kind = _kind(device)
     if kind in OWN_PRECISION:
         return OWN_PRECISION[kind]
+    if kind == "CPU" and graph in CPU_F32_GRAPHS:
+        return "f32"
     fast = FAST_PATH.get(kind)
     return fast if fast is not None and CAPABILITY[fast] in capabilities else "f32"
 
@@ -92,29 +101,41 @@ def device_capabilities(core: Any, device: str) -> list[str]:
         return []
 
 
-def resolve_precision(core: Any, setting: str, device: str) -> str:
-    """The precision a graph on `device` runs with: `auto`'s choice for the device, or the
-    explicit setting (f32 as asked, without asking the device); the NPU's own in any case.
-    An explicit bf16 or f16 the device does not report is warned about: OpenVINO emulates
-    it there (slower) or computes f32."""
-    if setting not in PRECISION_SETTINGS:
-        raise ValueError(f"unknown precision {setting!r} (expected one of {', '.join(PRECISION_SETTINGS)})")
-    if setting == AUTO or _kind(device) in OWN_PRECISION:
-        return fastest_precision(device, device_capabilities(core, device))
-    if setting != "f32" and _kind(device) in FAST_PATH:
-        capabilities = device_capabilities(core, device)
-        if capabilities and CAPABILITY[setting] not in capabilities:
-            log.warning("precision %s on %s, which reports no native %s: OpenVINO emulates it there or computes "
-                        "f32 (auto would run %s)", setting, device, CAPABILITY[setting],
-                        fastest_precision(device, capabilities))
-    return setting
+def resolve_precision(core: Any, setting: str, device: str, graph: str = "decoder") -> str:
+    """The precision `graph` on `device` runs with: `auto`'s choice for it, or the explicit
+    setting (f32 as asked, without asking the device); the NPU's own in any case. An
+    explicit bf16 or f16 the device does not report is warned about: OpenVINO emulates it
+    there (slower) or computes f32."""
+    return _resolve(setting, device, graph, lambda d: device_capabilities(core, d), set())
 
 
 def resolve_precisions(core: Any, setting: str, devices: Mapping[str, str]) -> dict[str, str]:
-    """Each graph's precision on its device (each device asked once)."""
-    per_device = {device: resolve_precision(core, setting, device)
-                  for device in dict.fromkeys(devices[graph] for graph in GRAPHS)}
-    return {graph: per_device[devices[graph]] for graph in GRAPHS}
+    """Each graph's precision on its device (each device asked, and warned about, once)."""
+    asked: dict[str, list[str]] = {}
+    warned: set[str] = set()
+
+    def capabilities(device: str) -> list[str]:
+        if device not in asked:
+            asked[device] = device_capabilities(core, device)
+        return asked[device]
+
+    return {graph: _resolve(setting, devices[graph], graph, capabilities, warned) for graph in GRAPHS}
+
+
+def _resolve(setting: str, device: str, graph: str, capabilities: Callable[[str], list[str]],
+             warned: set[str]) -> str:
+    if setting not in PRECISION_SETTINGS:
+        raise ValueError(f"unknown precision {setting!r} (expected one of {', '.join(PRECISION_SETTINGS)})")
+    if setting == AUTO or _kind(device) in OWN_PRECISION:
+        return fastest_precision(device, capabilities(device), graph)
+    if setting != "f32" and _kind(device) in FAST_PATH:
+        reported = capabilities(device)
+        if reported and CAPABILITY[setting] not in reported and device not in warned:
+            warned.add(device)
+            log.warning("precision %s on %s, which reports no native %s: OpenVINO emulates it there or computes "
+                        "f32 (auto would run %s)", setting, device, CAPABILITY[setting],
+                        fastest_precision(device, reported, graph))
+    return setting
 
 
 def check_kv_cache(precision: str, kv_precision: str, device: str) -> None:
@@ -182,8 +203,9 @@ def _auto_reason(device: str, capabilities: Collection[str]) -> str:
     kind, precision = _kind(device), fastest_precision(device, capabilities)
     if kind in OWN_PRECISION:
         return f"{precision}, the {kind} compiler's own (no precision is set there)"
+    lm = "; talker and subcode f32 (INT8/INT4 weights run on int8 units there)" if kind == "CPU" else ""
     if precision == FAST_PATH.get(kind, precision):
-        return f"{precision} (native {CAPABILITY[precision]})"
+        return f"{precision} (native {CAPABILITY[precision]}){lm}"
     fast = CAPABILITY[FAST_PATH[kind]]
     if kind == "CPU":
         return (f"f32 (no native {fast}: auto runs f32 here, and the codec decoder, which bf16 speeds up most, "

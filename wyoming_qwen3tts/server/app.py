@@ -14,7 +14,7 @@ from wyoming.event import async_get_stdin, async_get_stdout
 from wyoming.server import AsyncServer
 
 from .. import __version__
-from ..config import ConfigError, ServerConfig, VoiceConfig, apply_overrides, load_config
+from ..config import WEIGHT_FORMATS, ConfigError, ServerConfig, VoiceConfig, apply_overrides, load_config
 from ..engine.clone import ClonePrompt, CloneError, Cloner
 from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISION_SETTINGS, describe_devices, place
 from ..engine.model import LoadedModel
@@ -36,7 +36,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--config", type=Path, help="config.yaml (default: built-in defaults)")
     parser.add_argument("--model", help="converted directory, Hugging Face checkpoint directory, or hub repo id")
     parser.add_argument("--data-dir", help="where checkpoints and repo ids are converted and kept")
-    parser.add_argument("--weights", choices=("int8", "fp16", "fp32"), help="weight format of those conversions")
+    parser.add_argument("--weights", choices=WEIGHT_FORMATS,
+                        help="weight format of those conversions (int4: the fast preset)")
     parser.add_argument("--uri", help="tcp://HOST:PORT, unix://PATH or stdio:// (default tcp://0.0.0.0:10200)")
     parser.add_argument("--voice", help="default voice")
     parser.add_argument("--device", help="OpenVINO device of every graph (CPU, GPU, NPU, AUTO)")
