@@ -81,8 +81,9 @@ def fastest_precision(device: str, capabilities: Collection[str], graph: str = "
     A CPU may report FP16 as well as BF16 (AVX512-FP16 Xeons do) and still gets bf16: bf16
     keeps f32's exponent range (f16 overflows past 65504; the released weights are bf16), AMX
     multiplies bf16 (f16 only from AMX-FP16 on), and the CPU plugin itself defaults to bf16
-    there. Measured on an AMX Xeon (0.6B INT8, one stream): f16 made the talker and subcode
-    1.6x slower than f32, bf16 made them 1.2x faster and the codec decoder 7x faster."""
+    there. On an AMX Xeon (0.6B INT8, one stream, two runs) bf16 cut the codec decoder's time
+    per frame 6-7x and the talker's and subcode's 10-20 %; f16 made the talker and subcode
+    slower than f32."""
     kind = _kind(device)
     if kind in OWN_PRECISION:
         return OWN_PRECISION[kind]
