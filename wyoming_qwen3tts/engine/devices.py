@@ -81,9 +81,10 @@ def fastest_precision(device: str, capabilities: Collection[str], graph: str = "
     A CPU may report FP16 as well as BF16 (AVX512-FP16 Xeons do) and still gets bf16: bf16
     keeps f32's exponent range (f16 overflows past 65504; the released weights are bf16), AMX
     multiplies bf16 (f16 only from AMX-FP16 on), and the CPU plugin itself defaults to bf16
-    there. On an AMX Xeon (0.6B INT8, one stream, two runs) bf16 cut the codec decoder's time
-    per frame 6-7x and the talker's and subcode's 10-20 %; f16 made the talker and subcode
-    slower than f32."""
+    there. On an AMX Xeon (0.6B, one stream, in the engine) bf16 cut the codec decoder's time
+    per frame 2x, and made the talker and subcode slower than f32: INT8 36.6 -> 52.9 and
+    90.2 -> 135.1 ms, INT4 25.1 -> 33.0 and 53.3 -> 86.4 ms (hence CPU_F32_GRAPHS); f16 made
+    them slower still."""
     kind = _kind(device)
     if kind in OWN_PRECISION:
         return OWN_PRECISION[kind]
