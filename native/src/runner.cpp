@@ -38,17 +38,57 @@ ov::Tensor tensor_of(const std::vector<T>& values, ov::element::Type type, ov::S
 }  // namespace
 
 Runner::Runner(const RunnerConfig& config) : config_(config) {
-  auto talker = core_.read_model(config.talker_xml);
+  compile_codec();  // the largest weights first: each graph's file pages are gone before the next is read
+  compile_talker();
+  compile_subcode();
+}
+
+void Runner::compile_codec() {
+  auto compile = [&](const std::map<int, std::string>& paths) {
+    std::map<int, ov::CompiledModel> graphs;
+    for (const auto& [size, path] : paths) {
+      MappedIr ir(core_, path);
+      if (config_.decoder_batch > 0) {  // static shapes: what an NPU needs, and faster on a CPU
+        std::map<std::string, ov::PartialShape> shapes;
+        for (const auto& input : ir.model()->inputs()) {
+          auto shape = input.get_partial_shape();
+          shape[0] = config_.decoder_batch;
+          shapes[input.get_any_name()] = shape;
+        }
+        ir.model()->reshape(shapes);
+      }
+      // static shapes: the plugin packs the weights while compiling
+      graphs.emplace(size, core_.compile_model(ir.model(), config_.decoder_device, to_any(config_.decoder_properties)));
+      ir.release();
+      irs_.push_back(std::move(ir));
+    }
+    return graphs;
+  };
+  auto first = compile(config_.first_xml), steady = compile(config_.steady_xml);
+  if (!first.empty() || !steady.empty()) codec_ = std::make_unique<StreamingCodec>(std::move(first), std::move(steady));
+  if (!config_.offline) {
+    bool ok = codec_ && (codec_->has_first(config_.first_chunk) || codec_->has_steady(config_.first_chunk)) &&
+              codec_->has_steady(config_.steady_chunk);
+    if (!ok)
+      throw std::invalid_argument("no codec graphs for chunks first=" + std::to_string(config_.first_chunk) +
+                                  " steady=" + std::to_string(config_.steady_chunk));
+  }
+}
+
+void Runner::compile_talker() {
+  MappedIr ir(core_, config_.talker_xml);
   ov::pass::Manager passes;
   passes.register_pass<ov::pass::SDPAToPagedAttention>();
-  passes.run_passes(talker);
+  passes.run_passes(ir.model());
   int64_t paged = 0;
-  for (const auto& op : talker->get_ordered_ops()) paged += std::string(op->get_type_name()) == "PagedAttentionExtension";
-  if (paged != config.num_layers)
-    throw std::runtime_error("SDPAToPagedAttention inserted " + std::to_string(paged) + " PagedAttention nodes, expected " +
-                             std::to_string(config.num_layers));
-  talker_ = core_.compile_model(talker, config.talker_device, to_any(config.talker_properties));
+  for (const auto& op : ir.model()->get_ordered_ops())
+    paged += std::string(op->get_type_name()) == "PagedAttentionExtension";
+  if (paged != config_.num_layers)
+    throw std::runtime_error("SDPAToPagedAttention inserted " + std::to_string(paged) +
+                             " PagedAttention nodes, expected " + std::to_string(config_.num_layers));
+  talker_ = core_.compile_model(ir.model(), config_.talker_device, to_any(config_.talker_properties));
   talker_req_ = talker_.create_infer_request();
+  hidden_ = static_cast<int64_t>(config_.tts_pad.size());  // inputs_embeds is [?, ?] after the transformation
 
   int64_t block_size = 0;
   for (const auto& input : talker_.inputs()) {
@@ -60,47 +100,53 @@ Runner::Runner(const RunnerConfig& config) : config_(config) {
     kv_block_bytes_ += bytes;
     if (name == "value_cache.0") block_size = shape[2].get_length();
   }
-  int64_t blocks = config.kv_blocks > 0 ? config.kv_blocks : std::max<int64_t>(1, config.kv_cache_bytes / kv_block_bytes_);
-  pool_ = std::make_unique<BlockPool>(static_cast<int>(blocks), static_cast<int>(block_size));
-  for (const auto& input : talker_.inputs()) {
-    if (!is_cache(input.get_any_name())) continue;
-    ov::Shape shape{static_cast<size_t>(blocks)};
-    auto partial = input.get_partial_shape();
-    for (size_t d = 1; d < partial.size(); ++d) shape.push_back(partial[d].get_length());
-    talker_req_.set_tensor(input.get_any_name(), ov::Tensor(input.get_element_type(), shape));
-  }
-  hidden_ = static_cast<int64_t>(config.tts_pad.size());  // inputs_embeds is [?, ?] after the transformation
-
-  subcode_ = core_.compile_model(core_.read_model(config.subcode_xml), config.subcode_device,
-                                 to_any(config.subcode_properties));
-  subcode_req_ = subcode_.create_infer_request();
-
-  auto compile_codec = [&](const std::map<int, std::string>& paths) {
-    std::map<int, ov::CompiledModel> graphs;
-    for (const auto& [size, path] : paths) {
-      auto model = core_.read_model(path);
-      if (config.decoder_batch > 0) {  // static shapes: what an NPU needs, and faster on a CPU
-        std::map<std::string, ov::PartialShape> shapes;
-        for (const auto& input : model->inputs()) {
-          auto shape = input.get_partial_shape();
-          shape[0] = config.decoder_batch;
-          shapes[input.get_any_name()] = shape;
-        }
-        model->reshape(shapes);
-      }
-      graphs.emplace(size, core_.compile_model(model, config.decoder_device, to_any(config.decoder_properties)));
+  auto set_cache = [&](int64_t blocks) {
+    for (const auto& input : talker_.inputs()) {
+      if (!is_cache(input.get_any_name())) continue;
+      ov::Shape shape{static_cast<size_t>(blocks)};
+      auto partial = input.get_partial_shape();
+      for (size_t d = 1; d < partial.size(); ++d) shape.push_back(partial[d].get_length());
+      talker_req_.set_tensor(input.get_any_name(), ov::Tensor(input.get_element_type(), shape));
     }
-    return graphs;
   };
-  auto first = compile_codec(config.first_xml), steady = compile_codec(config.steady_xml);
-  if (!first.empty() || !steady.empty()) codec_ = std::make_unique<StreamingCodec>(std::move(first), std::move(steady));
-  if (!config.offline) {
-    bool ok = codec_ && (codec_->has_first(config.first_chunk) || codec_->has_steady(config.first_chunk)) &&
-              codec_->has_steady(config.steady_chunk);
-    if (!ok)
-      throw std::invalid_argument("no codec graphs for chunks first=" + std::to_string(config.first_chunk) +
-                                  " steady=" + std::to_string(config.steady_chunk));
-  }
+  // The plugin packs the weights of a dynamic-shape graph at its first inference: one
+  // token into a cache of its own (the pool is never written but by sequences), then the
+  // mapped pages can go.
+  set_cache(1);
+  talker_req_.set_tensor("inputs_embeds", tensor_of(std::vector<float>(hidden_), ov::element::f32,
+                                                     {1, static_cast<size_t>(hidden_)}));
+  talker_req_.set_tensor("position_ids", tensor_of(std::vector<int64_t>{0}, ov::element::i64, {1}));
+  talker_req_.set_tensor("past_lens", tensor_of(std::vector<int32_t>{0}, ov::element::i32, {1}));
+  talker_req_.set_tensor("subsequence_begins", tensor_of(std::vector<int32_t>{0, 1}, ov::element::i32, {2}));
+  talker_req_.set_tensor("block_indices", tensor_of(std::vector<int32_t>{0}, ov::element::i32, {1}));
+  talker_req_.set_tensor("block_indices_begins", tensor_of(std::vector<int32_t>{0, 1}, ov::element::i32, {2}));
+  talker_req_.set_tensor("max_context_len", tensor_of(std::vector<int32_t>{1}, ov::element::i32, {}));
+  talker_req_.set_tensor("sample_rows", tensor_of(std::vector<int64_t>{0}, ov::element::i64, {1}));
+  talker_req_.infer();
+  ir.release();
+  irs_.push_back(std::move(ir));
+
+  int64_t blocks = config_.kv_blocks > 0 ? config_.kv_blocks
+                                         : std::max<int64_t>(1, config_.kv_cache_bytes / kv_block_bytes_);
+  pool_ = std::make_unique<BlockPool>(static_cast<int>(blocks), static_cast<int>(block_size));
+  set_cache(blocks);  // allocated, not touched: a block becomes resident when a sequence first writes it
+}
+
+void Runner::compile_subcode() {
+  MappedIr ir(core_, config_.subcode_xml);
+  subcode_ = core_.compile_model(ir.model(), config_.subcode_device, to_any(config_.subcode_properties));
+  subcode_req_ = subcode_.create_infer_request();
+  const size_t steps = static_cast<size_t>(config_.groups - 1);
+  subcode_req_.set_tensor("hidden", tensor_of(std::vector<float>(hidden_), ov::element::f32,
+                                              {1, static_cast<size_t>(hidden_)}));
+  subcode_req_.set_tensor("code0", tensor_of(std::vector<int64_t>{0}, ov::element::i64, {1}));
+  subcode_req_.set_tensor("temperature", tensor_of(std::vector<float>{0.0f}, ov::element::f32, {1}));
+  subcode_req_.set_tensor("top_k", tensor_of(std::vector<int64_t>{1}, ov::element::i64, {1}));
+  subcode_req_.set_tensor("top_p", tensor_of(std::vector<float>{1.0f}, ov::element::f32, {1}));
+  subcode_req_.set_tensor("uniform", tensor_of(std::vector<float>(steps, 0.5f), ov::element::f32, {1, steps}));
+  subcode_req_.infer();  // packs the weights (dynamic shapes), as for the talker
+  ir.release();
+  irs_.push_back(std::move(ir));
 }
 
 int64_t Runner::frame_budget(int64_t prompt_tokens, int64_t max_frames) const {

@@ -15,6 +15,7 @@
 
 #include "qwen3tts/block_pool.hpp"
 #include "qwen3tts/codec_stream.hpp"
+#include "qwen3tts/mapped_ir.hpp"
 #include "qwen3tts/sequence.hpp"
 
 namespace qwen3tts {
@@ -45,6 +46,8 @@ struct StepTimes {
 
 class Runner {
  public:
+  // Compiles the graphs, each read over its own mapped weights (mapped_ir.hpp) whose pages
+  // are released before the next graph is read, so the weights are resident once.
   explicit Runner(const RunnerConfig& config);
 
   int64_t block_size() const { return pool_->block_size(); }
@@ -77,12 +80,16 @@ class Runner {
   void run_subcode(const std::vector<size_t>& rows, const std::vector<float>& hidden,
                    const std::vector<Sequence*>& sampled);
   void decode_ready();
+  void compile_codec();
+  void compile_talker();
+  void compile_subcode();
   // The codec state after `prefix`, from the last few primed (a cloned voice primes the same
   // reference for every sentence).
   CodecState primed(const std::vector<int64_t>& prefix);
 
   RunnerConfig config_;
   ov::Core core_;
+  std::vector<MappedIr> irs_;  // the graphs' weights: declared before, so destroyed after, what uses them
   ov::CompiledModel talker_, subcode_;
   ov::InferRequest talker_req_, subcode_req_;
   std::unique_ptr<StreamingCodec> codec_;

@@ -1,0 +1,82 @@
+#include "qwen3tts/mapped_ir.hpp"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+
+namespace qwen3tts {
+
+namespace {
+
+std::runtime_error os_error(const std::string& what, const std::string& path) {
+  return std::runtime_error(what + " " + path + ": " + std::strerror(errno));
+}
+
+std::string read_text(const std::string& path) {
+  std::ifstream file(path, std::ios::binary);
+  if (!file) throw os_error("cannot read", path);
+  std::ostringstream text;
+  text << file.rdbuf();
+  return text.str();
+}
+
+// The descriptor is closed as soon as the mapping exists (the mapping keeps the file).
+struct FileDescriptor {
+  int fd;
+  ~FileDescriptor() {
+    if (fd >= 0) ::close(fd);
+  }
+};
+
+}  // namespace
+
+MappedIr::MappedIr(ov::Core& core, const std::string& xml_path) {
+  const std::string bin_path = xml_path.substr(0, xml_path.rfind('.')) + ".bin";
+  FileDescriptor file{::open(bin_path.c_str(), O_RDONLY | O_CLOEXEC)};
+  if (file.fd < 0) throw os_error("cannot open", bin_path);
+  struct stat info {};
+  if (::fstat(file.fd, &info) != 0) throw os_error("cannot stat", bin_path);
+  size_ = static_cast<size_t>(info.st_size);
+  ov::Tensor weights(ov::element::u8, {0});
+  if (size_ > 0) {
+    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
+    if (data_ == MAP_FAILED) {
+      data_ = nullptr;
+      throw os_error("cannot map", bin_path);
+    }
+    weights = ov::Tensor(ov::element::u8, {size_}, data_);  // a view: OpenVINO shares, never copies, it
+  }
+  try {
+    model_ = core.read_model(read_text(xml_path), weights);
+  } catch (...) {
+    if (data_) ::munmap(data_, size_);
+    throw;
+  }
+}
+
+MappedIr::MappedIr(MappedIr&& other) noexcept
+    : data_(other.data_), size_(other.size_), model_(std::move(other.model_)) {
+  other.data_ = nullptr;
+  other.size_ = 0;
+}
+
+MappedIr::~MappedIr() {
+  model_.reset();
+  if (data_) ::munmap(data_, size_);
+}
+
+void MappedIr::release() {
+  model_.reset();
+  // A private read-only file mapping: MADV_DONTNEED only unmaps the pages; the next read
+  // maps the file's page again. Failure costs memory, never correctness.
+  if (data_) ::madvise(data_, size_, MADV_DONTNEED);
+}
+
+}  // namespace qwen3tts

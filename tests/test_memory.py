@@ -1,0 +1,57 @@
+"""Memory: the native runner holds each weight once — the IR pages it compiled from are not
+left resident next to the CPU plugin's own copies (native/include/qwen3tts/mapped_ir.hpp)."""
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+
+import pytest
+
+from wyoming_qwen3tts.engine.config import EngineConfig
+from wyoming_qwen3tts.engine.model import LoadedModel
+from wyoming_qwen3tts.engine.sampling import SamplingParams
+from wyoming_qwen3tts.engine.scheduler import Scheduler
+from wyoming_qwen3tts.model.prompt import VoiceRequest
+
+RUNNER_GRAPHS = ("talker", "subcode", "codec_first_1", "codec_steady_8")
+
+
+def resident_kb(directory: Path) -> dict[str, int]:
+    """Resident kB of every mapping of a file in `directory`, by file name (summed over mappings)."""
+    resident: dict[str, int] = {}
+    name = None
+    with open("/proc/self/smaps") as smaps:
+        for line in smaps:
+            if re.match(r"^[0-9a-f]+-[0-9a-f]+ ", line):
+                fields = line.split(maxsplit=5)
+                path = Path(fields[5].strip()) if len(fields) > 5 else None
+                name = path.name if path is not None and path.parent == directory else None
+                if name:
+                    resident.setdefault(name, 0)
+            elif name and line.startswith("Rss:"):
+                resident[name] += int(line.split()[1])
+    return resident
+
+
+@pytest.fixture
+def model_dir(converted_factory, tmp_path) -> Path:
+    """A private copy: no other test's compiled graphs map these files."""
+    return Path(shutil.copytree(converted_factory("tiny", "custom_voice", "int8"), tmp_path / "model"))
+
+
+def test_native_runner_keeps_no_ir_page_resident(model_dir):
+    model = LoadedModel(model_dir, precision="f32", kv_precision="u8", chunks=(1, 8), runner="native")
+    engine = Scheduler(model, EngineConfig(kv_blocks=16, max_frames=12, runner="native"))
+    bins = [f"{g}.bin" for g in RUNNER_GRAPHS]
+    resident = resident_kb(model_dir)
+    assert set(bins) <= set(resident), "the runner maps its graphs' weights for their whole life"
+    assert {b: resident[b] for b in bins} == dict.fromkeys(bins, 0), resident  # compiled, run once, released
+    params = SamplingParams.from_defaults(model.spec.generation, seed=1)
+    stream = engine.submit(VoiceRequest("Hello there.", "english", "ryan"), params, max_frames=10)
+    while not stream.done:
+        engine.tick()
+    assert sum(len(c.pcm) for c in stream) > 0
+    talker = (model_dir / "talker.bin").stat().st_size // 1024
+    resident = resident_kb(model_dir)
+    assert resident["talker.bin"] < talker // 4, (resident, talker)  # a request reads the plugin's copies
