@@ -7,26 +7,21 @@
 namespace qwen3tts {
 
 namespace {
-const std::string kState = "state.", kNext = "next.", kFrames = "frames";
+const std::string kState = "state.", kNext = "next.";
 }
 
 StreamingCodec::Graph StreamingCodec::make_graph(ov::CompiledModel compiled) {
-  Graph g{compiled, compiled.create_infer_request()};
-  auto codes = compiled.input("codes").get_partial_shape();
-  g.batch = codes[0].is_static() ? codes[0].get_length() : 0;
-  g.frames = codes[2].get_length();
-  for (const auto& input : compiled.inputs()) g.any_length = g.any_length || input.get_names().count(kFrames) > 0;
+  Graph g{compiled, compiled.create_infer_request(), 0};
+  auto dim = compiled.input("codes").get_partial_shape()[0];
+  g.batch = dim.is_static() ? dim.get_length() : 0;
   return g;
 }
 
 StreamingCodec::StreamingCodec(std::map<int, ov::CompiledModel> first, std::map<int, ov::CompiledModel> steady) {
   if (first.empty() && steady.empty()) throw std::invalid_argument("no codec graphs");
-  for (auto& [n, m] : first) first_[n] = &graphs_.emplace_back(make_graph(m));
-  for (auto it = steady.rbegin(); it != steady.rend(); ++it) {  // longest first: the shortest graph wins a size
-    Graph* graph = &graphs_.emplace_back(make_graph(it->second));
-    for (int m = graph->any_length ? 1 : it->first; m <= it->first; ++m) steady_[m] = graph;
-  }
-  const ov::CompiledModel& some = graphs_.front().compiled;
+  for (auto& [n, m] : first) first_.emplace(n, make_graph(m));
+  for (auto& [n, m] : steady) steady_.emplace(n, make_graph(m));
+  const ov::CompiledModel& some = first_.empty() ? steady_.begin()->second.compiled : first_.begin()->second.compiled;
   auto codes = some.input("codes").get_partial_shape();
   quantizers_ = codes[1].get_length();
   samples_per_frame_ = some.output("pcm").get_partial_shape()[1].get_length() / codes[2].get_length();
@@ -50,10 +45,10 @@ std::vector<std::vector<float>> StreamingCodec::decode(const std::vector<CodecSt
   Graph* graph = nullptr;
   bool is_first = false;
   if (fresh && first_.count(size)) {
-    graph = first_.at(size);
+    graph = &first_.at(size);
     is_first = true;
   } else if (steady_.count(size)) {
-    graph = steady_.at(size);
+    graph = &steady_.at(size);
   } else {
     throw std::invalid_argument("no codec graph of " + std::to_string(size) + " frames");
   }
@@ -68,25 +63,17 @@ std::vector<std::vector<float>> StreamingCodec::decode(const std::vector<CodecSt
     return all;
   }
   const size_t rows = graph->batch ? graph->batch : n;
-  const int64_t length = graph->frames;
-  ov::Tensor code_tensor(ov::element::i64, {rows, static_cast<size_t>(quantizers_), static_cast<size_t>(length)});
+  ov::Tensor code_tensor(ov::element::i64, {rows, static_cast<size_t>(quantizers_), static_cast<size_t>(size)});
   int64_t* c = code_tensor.data<int64_t>();
   std::fill(c, c + code_tensor.get_size(), 0);
   for (size_t row = 0; row < n; ++row) {
     if (streams[row]->closed) throw std::invalid_argument("stream already ended with a partial chunk");
     if (frames[row] < 1 || frames[row] > size) throw std::invalid_argument("chunk size out of range");
     for (int64_t t = 0; t < frames[row]; ++t)
-      for (int64_t q = 0; q < quantizers_; ++q)
-        c[(row * quantizers_ + q) * length + t] = codes[row][t * quantizers_ + q];
+      for (int64_t q = 0; q < quantizers_; ++q) c[(row * quantizers_ + q) * size + t] = codes[row][t * quantizers_ + q];
   }
   ov::InferRequest& req = graph->request;
   req.set_tensor("codes", code_tensor);
-  if (graph->any_length) {
-    ov::Tensor real(ov::element::i64, {rows});
-    std::fill(real.data<int64_t>(), real.data<int64_t>() + rows, length);  // idle rows: full chunks
-    std::copy(frames.begin(), frames.end(), real.data<int64_t>());
-    req.set_tensor(kFrames, real);
-  }
   if (!is_first) {
     for (size_t s = 0; s < layout_.size(); ++s) {
       const StateSlot& slot = layout_[s];
@@ -111,7 +98,7 @@ std::vector<std::vector<float>> StreamingCodec::decode(const std::vector<CodecSt
     const float* start = p + row * row_samples;
     out[row].assign(start, start + frames[row] * samples_per_frame_);
     stream.frames += frames[row];
-    if (frames[row] < length && !graph->any_length) {
+    if (frames[row] < size) {
       stream.closed = true;
       stream.tensors.clear();
     } else {

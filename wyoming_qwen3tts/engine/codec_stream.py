@@ -7,17 +7,13 @@ the same chunk size: their states are stacked into the batch, and split again af
 - A fresh stream has no state: a first-chunk graph needs none, and a steady graph is fed
   zeros at position 0, which is exactly what the first-chunk graph computes. So fresh and
   running streams can share one steady call.
-- A steady graph of n frames decodes any chunk of m ≤ n frames (its `frames` input says how
-  many are real): the codes are padded with code 0, the output cut to the m frames, and the
-  state it returns is the one after them. So one compiled steady graph serves a whole
-  schedule (first chunk, steady chunks, a stream's end, a reference's priming), and a
-  compiled full-size decoder graph costs 0.3–0.5 GB. Older conversions' steady graphs have
-  no `frames` input: a chunk shorter than such a graph ends its stream (its state has seen
-  the padding).
 - Graphs compiled with a static batch (reshaped before compiling, which lets the CPU
   plugin fuse SnakeBeta's elementwise chain) are filled up with idle rows, or called
   several times for more streams than their batch. On a CPU the decoder is compute-bound
   (batching saves little), so a static batch of 1 is the fast choice there.
+- A chunk shorter than the graph (the end of a stream) is padded with code 0 and its output
+  cut to its own frames: the decoder is causal, so this is exact. The stream is then closed,
+  because its state has seen the padding.
 """
 from __future__ import annotations
 
@@ -28,9 +24,9 @@ from dataclasses import dataclass, field
 import numpy as np
 import openvino as ov
 
-from ..convert.codec_stream import FRAMES, NEXT, STATE
-
 log = logging.getLogger(__name__)
+
+STATE, NEXT = "state.", "next."  # tensor-name prefixes (convert/codec_stream.py)
 
 
 @dataclass
@@ -39,7 +35,7 @@ class CodecStream:
 
     state: dict[str, np.ndarray] | None = None  # state name -> [1, ...]; None before the first chunk
     frames: int = 0  # frames decoded so far
-    closed: bool = False  # a partial chunk was decoded by a graph that cannot carry the state on
+    closed: bool = False  # a partial last chunk was decoded
 
     @property
     def nbytes(self) -> int:
@@ -51,30 +47,21 @@ class _Graph:
     compiled: ov.CompiledModel
     request: ov.InferRequest = field(init=False)
     batch: int | None = field(init=False)  # a static batch (compiled after reshape) or None
-    frames: int = field(init=False)  # the chunk length it is built for
-    any_length: bool = field(init=False)  # takes the real frame count: decodes any chunk up to `frames`
 
     def __post_init__(self) -> None:
         self.request = self.compiled.create_infer_request()
-        codes = self.compiled.input("codes").get_partial_shape()
-        self.batch = codes[0].get_length() if codes[0].is_static else None
-        self.frames = codes[2].get_length()
-        self.any_length = any(FRAMES in port.get_names() for port in self.compiled.inputs)
+        dim = self.compiled.input("codes").get_partial_shape()[0]
+        self.batch = dim.get_length() if dim.is_static else None
 
 
 class StreamingCodec:
     """Compiled first/steady graphs by chunk size, and the stacking of per-stream state."""
 
     def __init__(self, first: Mapping[int, ov.CompiledModel], steady: Mapping[int, ov.CompiledModel]) -> None:
-        """first/steady: compiled graphs by the chunk length they are built for. `steady`
-        then maps every chunk size a steady graph decodes to the shortest such graph."""
         if not first and not steady:
             raise ValueError("no codec graphs")
         self.first = {n: _Graph(m) for n, m in first.items()}
-        self.steady: dict[int, _Graph] = {}
-        for n, graph in sorted(((n, _Graph(m)) for n, m in steady.items()), key=lambda g: -g[0]):
-            for m in range(1, n + 1) if graph.any_length else (n,):  # longest first: the shortest graph wins
-                self.steady[m] = graph
+        self.steady = {n: _Graph(m) for n, m in steady.items()}
         some = next(iter(self.first.values() or self.steady.values())).compiled
         self.samples_per_frame = some.output("pcm").get_partial_shape()[1].get_length() // some.input(
             "codes").get_partial_shape()[2].get_length()
@@ -92,8 +79,8 @@ class StreamingCodec:
         return {name: np.zeros((1, *shape), dtype) for name, (shape, dtype) in self.layout.items()}
 
     def decode(self, streams: Sequence[CodecStream], chunks: Sequence[np.ndarray], size: int) -> list[np.ndarray]:
-        """Decode one chunk per stream with the graph for `size` frames; chunks are codes
-        [Q, m] with 1 ≤ m ≤ size. Returns pcm [m·1920] f32 each."""
+        """Decode one chunk per stream with the graphs of `size` frames; chunks are codes
+        [Q, m] with 1 ≤ m ≤ size (m < size ends the stream). Returns pcm [m·1920] f32 each."""
         if len(streams) != len(chunks) or not streams:
             raise ValueError("need one chunk per stream, and at least one stream")
         fresh = all(s.state is None for s in streams)
@@ -108,7 +95,7 @@ class StreamingCodec:
             return [pcm for i in range(0, len(streams), k)
                     for pcm in self.decode(streams[i:i + k], chunks[i:i + k], size)]
         rows = graph.batch or len(streams)  # a static-batch graph gets idle rows (zero codes and state)
-        codes = np.zeros((rows, self.quantizers, graph.frames), np.int64)
+        codes = np.zeros((rows, self.quantizers, size), np.int64)
         for row, (stream, chunk) in enumerate(zip(streams, chunks)):
             if stream.closed:
                 raise ValueError("stream already ended with a partial chunk")
@@ -116,8 +103,6 @@ class StreamingCodec:
                 raise ValueError(f"chunk must be codes [{self.quantizers}, 1..{size}], got {chunk.shape}")
             codes[row, :, :chunk.shape[1]] = chunk
         feeds: dict[str, np.ndarray] = {"codes": codes}
-        if graph.any_length:
-            feeds[FRAMES] = np.array([c.shape[1] for c in chunks] + [graph.frames] * (rows - len(chunks)), np.int64)
         if graph is not self.first.get(size):
             zeros = self._zeros()
             states = [s.state or zeros for s in streams] + [zeros] * (rows - len(streams))
@@ -132,7 +117,7 @@ class StreamingCodec:
             frames = chunk.shape[1]
             pcms.append(pcm[row, :frames * self.samples_per_frame].copy())
             stream.frames += frames
-            if frames < graph.frames and not graph.any_length:
+            if frames < size:
                 stream.closed, stream.state = True, None
             else:
                 stream.state = {name: req.get_tensor(NEXT + name).data[row:row + 1].copy() for name in self.layout}
@@ -141,8 +126,7 @@ class StreamingCodec:
     def prime(self, codes: np.ndarray) -> CodecStream:
         """A stream that has decoded `codes` [Q, R] already, their audio dropped: in-context
         cloning decodes the reference codes in front of the generated ones. Runs the steady
-        graphs, largest first; their sizes must add up to R (any R, with a graph that
-        decodes shorter chunks or a 1-frame graph)."""
+        graphs, largest first; their sizes must add up to R (a 1-frame graph always does)."""
         stream, start, sizes = CodecStream(), 0, sorted(self.steady, reverse=True)
         while start < codes.shape[1]:
             size = next((n for n in sizes if n <= codes.shape[1] - start), None)

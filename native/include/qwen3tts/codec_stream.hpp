@@ -1,12 +1,10 @@
 // Drives the streaming codec graphs (convert/codec_stream.py) for many streams, exactly as
 // wyoming_qwen3tts/engine/codec_stream.py does: per-stream state kept on the host between
 // calls, one call per chunk size for every stream due, static-batch graphs filled with idle
-// rows or called several times, a short chunk padded with code 0 and cut — and decoded by a
-// steady graph that takes the real frame count, one graph serving every size up to its own.
+// rows or called several times, a short last chunk padded with code 0 and cut.
 #pragma once
 
 #include <cstdint>
-#include <deque>
 #include <map>
 #include <memory>
 #include <string>
@@ -20,21 +18,20 @@ namespace qwen3tts {
 struct CodecState {
   std::vector<std::vector<uint8_t>> tensors;  // one buffer per state tensor (layout order); empty before the first chunk
   int64_t frames = 0;                          // frames decoded so far
-  bool closed = false;                         // a partial chunk was decoded by a graph that cannot carry the state on
+  bool closed = false;                         // a partial last chunk was decoded
 };
 
 class StreamingCodec {
  public:
-  // first/steady: compiled graphs by the chunk length they are built for. A steady graph
-  // with a "frames" input also serves every shorter size (the shortest such graph does).
+  // first/steady: chunk size -> compiled graph.
   StreamingCodec(std::map<int, ov::CompiledModel> first, std::map<int, ov::CompiledModel> steady);
 
   bool has_first(int size) const { return first_.count(size) > 0; }
   bool has_steady(int size) const { return steady_.count(size) > 0; }
   int64_t samples_per_frame() const { return samples_per_frame_; }
 
-  // Decode one chunk per stream with the graph for `size` frames. codes[i] holds
-  // frames[i] × quantizers codes, frame-major; 1 ≤ frames[i] ≤ size.
+  // Decode one chunk per stream with the graphs of `size` frames. codes[i] holds
+  // frames[i] × quantizers codes, frame-major; 1 ≤ frames[i] ≤ size (< size ends the stream).
   // Returns pcm [frames[i] · samples_per_frame] per stream.
   std::vector<std::vector<float>> decode(const std::vector<CodecState*>& streams,
                                          const std::vector<std::vector<int64_t>>& codes,
@@ -43,17 +40,14 @@ class StreamingCodec {
   // A stream that has decoded `codes` (frames × quantizers, frame-major) already, their
   // audio dropped: in-context cloning decodes the reference codes in front of the generated
   // ones. Runs the steady graphs, largest first; their sizes must add up to the frame count
-  // (a graph that decodes shorter chunks, or a 1-frame graph, always does). The result
-  // counts 0 frames decoded.
+  // (a 1-frame graph always does). The result counts 0 frames decoded.
   CodecState prime(const std::vector<int64_t>& codes);
 
  private:
   struct Graph {
     ov::CompiledModel compiled;
     ov::InferRequest request;
-    int64_t batch = 0;        // static batch, or 0 for dynamic
-    int64_t frames = 0;       // the chunk length it is built for
-    bool any_length = false;  // takes the real frame count: decodes any chunk up to `frames`
+    int64_t batch = 0;  // static batch, or 0 for dynamic
   };
   struct StateSlot {
     std::string name;  // without the "state."/"next." prefix
@@ -63,8 +57,7 @@ class StreamingCodec {
   };
   static Graph make_graph(ov::CompiledModel compiled);
 
-  std::deque<Graph> graphs_;               // stable addresses for the maps below
-  std::map<int, Graph*> first_, steady_;   // chunk size -> the graph that decodes it
+  std::map<int, Graph> first_, steady_;
   std::vector<StateSlot> layout_;
   int64_t samples_per_frame_ = 0, quantizers_ = 0;
 };
