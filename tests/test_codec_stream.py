@@ -16,6 +16,7 @@ import pytest
 import torch
 
 from wyoming_qwen3tts.convert.codec import build_codec_decoder
+from wyoming_qwen3tts.convert.codec_stream import FRAMES as REAL_FRAMES
 from wyoming_qwen3tts.convert.codec_stream import NEXT, STATE, build_codec_first, build_codec_steady, fix_batch
 from wyoming_qwen3tts.convert.ops import Weights
 from wyoming_qwen3tts.engine.codec_stream import CodecStream, StreamingCodec
@@ -48,9 +49,10 @@ def test_state_interface(tiny) -> None:
     first = build_codec_first(ckpt, Weights("fp32"), 2)
     ins = {p.get_any_name(): p.get_partial_shape() for p in steady.inputs}
     outs = {r.get_any_name(): r.get_partial_shape() for r in steady.outputs}
-    assert list(ins)[0] == "codes" and list(outs)[0] == "pcm"
+    assert list(ins)[:2] == ["codes", REAL_FRAMES] and list(outs)[0] == "pcm"
     assert ins["codes"].to_string() == "[?,16,8]" and outs["pcm"].to_string() == "[?,15360]"
-    states = [n[len(STATE):] for n in ins if n != "codes"]
+    assert ins[REAL_FRAMES].to_string() == "[?]"
+    states = [n[len(STATE):] for n in ins if n not in ("codes", REAL_FRAMES)]
     assert states == [n[len(NEXT):] for n in outs if n != "pcm"]
     assert states == [r.get_any_name()[len(NEXT):] for r in first.outputs[1:]]
     assert [p.get_any_name() for p in first.inputs] == ["codes"]
@@ -126,7 +128,33 @@ def test_fresh_stream_in_steady_graph_equals_first_graph(graphs) -> None:
     assert a.nbytes == codec.state_bytes()
 
 
+def test_one_steady_graph_decodes_every_chunk_size(graphs) -> None:
+    """The steady graph takes the real frame count, so chunks of any size up to its own —
+    a fresh stream's first frame, chunks of different sizes in one call, a primed
+    reference of any length — carry the exact state on: one compiled graph serves it all."""
+    offline, streaming = graphs
+    codec = StreamingCodec({}, {8: streaming.steady[8].compiled}, sizes=range(1, 9))
+    assert sorted(codec.steady) == list(range(1, 9)) and not codec.first
+    rng = np.random.default_rng(13)
+    codes = rng.integers(0, 2048, (2, 16, 120))
+    streams, pcm, starts = [CodecStream(), CodecStream()], [[], []], [0, 0]
+    while min(starts) < 120:
+        live = [i for i in range(2) if starts[i] < 120]
+        sizes = {i: min(int(rng.integers(1, 9)), 120 - starts[i]) for i in live}
+        chunks = [codes[i, :, starts[i]:starts[i] + sizes[i]] for i in live]
+        for i, got in zip(live, codec.decode([streams[i] for i in live], chunks, 8)):
+            pcm[i].append(got)
+            starts[i] += sizes[i]
+    for i in range(2):
+        assert not streams[i].closed and streams[i].frames == 120
+        assert np.abs(np.concatenate(pcm[i]) - offline([codes[i:i + 1]])["pcm"][0]).max() <= 1e-5
+    primed = codec.prime(codes[0, :, :13])  # 8 + 5
+    tail = codec.decode([primed], [codes[0, :, 13:21]], 8)[0]
+    assert np.abs(tail - offline([codes[:1]])["pcm"][0][13 * 1920:21 * 1920]).max() <= 1e-5
+
+
 def test_closed_stream_rejects_more_chunks(graphs) -> None:
+    """A first graph has no real-frame count: a short chunk through it ends the stream."""
     _, codec = graphs
     stream = CodecStream()
     codec.decode([stream], [np.zeros((16, 3), np.int64)], 4)

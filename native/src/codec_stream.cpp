@@ -7,21 +7,41 @@
 namespace qwen3tts {
 
 namespace {
-const std::string kState = "state.", kNext = "next.";
+const std::string kState = "state.", kNext = "next.", kFrames = "frames";
 }
 
 StreamingCodec::Graph StreamingCodec::make_graph(ov::CompiledModel compiled) {
-  Graph g{compiled, compiled.create_infer_request(), 0};
-  auto dim = compiled.input("codes").get_partial_shape()[0];
-  g.batch = dim.is_static() ? dim.get_length() : 0;
+  Graph g{compiled, compiled.create_infer_request()};
+  auto codes = compiled.input("codes").get_partial_shape();
+  g.batch = codes[0].is_static() ? codes[0].get_length() : 0;
+  g.frames = codes[2].get_length();
+  for (const auto& input : compiled.inputs()) {
+    for (const auto& name : input.get_names()) {
+      g.any_length = g.any_length || name == kFrames;
+      g.stateful = g.stateful || name.rfind(kState, 0) == 0;
+    }
+  }
   return g;
 }
 
-StreamingCodec::StreamingCodec(std::map<int, ov::CompiledModel> first, std::map<int, ov::CompiledModel> steady) {
+StreamingCodec::StreamingCodec(std::map<int, ov::CompiledModel> first, std::map<int, ov::CompiledModel> steady,
+                               const std::vector<int>& sizes) {
   if (first.empty() && steady.empty()) throw std::invalid_argument("no codec graphs");
-  for (auto& [n, m] : first) first_.emplace(n, make_graph(m));
-  for (auto& [n, m] : steady) steady_.emplace(n, make_graph(m));
-  const ov::CompiledModel& some = first_.empty() ? steady_.begin()->second.compiled : first_.begin()->second.compiled;
+  for (auto& [n, m] : first) first_[n] = &graphs_.emplace_back(make_graph(m));
+  for (auto it = steady.rbegin(); it != steady.rend(); ++it) {
+    Graph* graph = &graphs_.emplace_back(make_graph(it->second));
+    steady_[it->first] = graph;
+    by_length_.push_back(graph);
+  }
+  for (int size : sizes) {
+    if (steady_.count(size)) continue;
+    for (auto it = by_length_.rbegin(); it != by_length_.rend(); ++it)  // the shortest first
+      if ((*it)->any_length && (*it)->frames >= size) {
+        steady_[size] = *it;
+        break;
+      }
+  }
+  const ov::CompiledModel& some = graphs_.front().compiled;
   auto codes = some.input("codes").get_partial_shape();
   quantizers_ = codes[1].get_length();
   samples_per_frame_ = some.output("pcm").get_partial_shape()[1].get_length() / codes[2].get_length();
@@ -42,39 +62,47 @@ std::vector<std::vector<float>> StreamingCodec::decode(const std::vector<CodecSt
   const size_t n = streams.size();
   if (n == 0 || codes.size() != n || frames.size() != n) throw std::invalid_argument("need one chunk per stream");
   bool fresh = std::all_of(streams.begin(), streams.end(), [](const CodecState* s) { return s->tensors.empty(); });
-  Graph* graph = nullptr;
-  bool is_first = false;
-  if (fresh && first_.count(size)) {
-    graph = &first_.at(size);
-    is_first = true;
-  } else if (steady_.count(size)) {
-    graph = &steady_.at(size);
-  } else {
-    throw std::invalid_argument("no codec graph of " + std::to_string(size) + " frames");
+  Graph* graph = fresh && first_.count(size) ? first_.at(size) : steady_.count(size) ? steady_.at(size) : nullptr;
+  if (!graph) throw std::invalid_argument("no codec graph of " + std::to_string(size) + " frames");
+  for (size_t row = 0; row < n; ++row) {
+    if (streams[row]->closed) throw std::invalid_argument("stream already ended with a partial chunk");
+    if (frames[row] < 1 || frames[row] > size) throw std::invalid_argument("chunk size out of range");
   }
-  if (graph->batch && static_cast<int64_t>(n) > graph->batch) {  // a static batch too small: several calls
+  return run(*graph, streams, codes, frames);
+}
+
+std::vector<std::vector<float>> StreamingCodec::run(Graph& graph, const std::vector<CodecState*>& streams,
+                                                    const std::vector<std::vector<int64_t>>& codes,
+                                                    const std::vector<int64_t>& frames) {
+  const size_t n = streams.size();
+  if (graph.batch && static_cast<int64_t>(n) > graph.batch) {  // a static batch too small: several calls
     std::vector<std::vector<float>> all;
-    for (size_t i = 0; i < n; i += graph->batch) {
-      size_t end = std::min(n, i + static_cast<size_t>(graph->batch));
-      auto part = decode({streams.begin() + i, streams.begin() + end}, {codes.begin() + i, codes.begin() + end},
-                         {frames.begin() + i, frames.begin() + end}, size);
+    for (size_t i = 0; i < n; i += graph.batch) {
+      size_t end = std::min(n, i + static_cast<size_t>(graph.batch));
+      auto part = run(graph, {streams.begin() + i, streams.begin() + end}, {codes.begin() + i, codes.begin() + end},
+                      {frames.begin() + i, frames.begin() + end});
       for (auto& p : part) all.push_back(std::move(p));
     }
     return all;
   }
-  const size_t rows = graph->batch ? graph->batch : n;
-  ov::Tensor code_tensor(ov::element::i64, {rows, static_cast<size_t>(quantizers_), static_cast<size_t>(size)});
+  const size_t rows = graph.batch ? graph.batch : n;
+  const int64_t length = graph.frames;
+  ov::Tensor code_tensor(ov::element::i64, {rows, static_cast<size_t>(quantizers_), static_cast<size_t>(length)});
   int64_t* c = code_tensor.data<int64_t>();
   std::fill(c, c + code_tensor.get_size(), 0);
-  for (size_t row = 0; row < n; ++row) {
-    if (streams[row]->closed) throw std::invalid_argument("stream already ended with a partial chunk");
-    if (frames[row] < 1 || frames[row] > size) throw std::invalid_argument("chunk size out of range");
+  for (size_t row = 0; row < n; ++row)
     for (int64_t t = 0; t < frames[row]; ++t)
-      for (int64_t q = 0; q < quantizers_; ++q) c[(row * quantizers_ + q) * size + t] = codes[row][t * quantizers_ + q];
-  }
-  ov::InferRequest& req = graph->request;
+      for (int64_t q = 0; q < quantizers_; ++q)
+        c[(row * quantizers_ + q) * length + t] = codes[row][t * quantizers_ + q];
+  ov::InferRequest& req = graph.request;
   req.set_tensor("codes", code_tensor);
-  if (!is_first) {
+  if (graph.any_length) {
+    ov::Tensor real(ov::element::i64, {rows});
+    std::fill(real.data<int64_t>(), real.data<int64_t>() + rows, length);  // idle rows: full chunks
+    std::copy(frames.begin(), frames.end(), real.data<int64_t>());
+    req.set_tensor(kFrames, real);
+  }
+  if (graph.stateful) {
     for (size_t s = 0; s < layout_.size(); ++s) {
       const StateSlot& slot = layout_[s];
       ov::Shape shape{rows};
@@ -98,7 +126,7 @@ std::vector<std::vector<float>> StreamingCodec::decode(const std::vector<CodecSt
     const float* start = p + row * row_samples;
     out[row].assign(start, start + frames[row] * samples_per_frame_);
     stream.frames += frames[row];
-    if (frames[row] < size) {
+    if (frames[row] < length && !graph.any_length) {
       stream.closed = true;
       stream.tensors.clear();
     } else {
@@ -119,15 +147,19 @@ CodecState StreamingCodec::prime(const std::vector<int64_t>& codes) {
     throw std::invalid_argument("reference codes must be frames × " + std::to_string(quantizers_));
   CodecState stream;
   for (int64_t start = 0; start < total;) {
-    int size = 0;
-    for (auto it = steady_.rbegin(); it != steady_.rend() && size == 0; ++it)
-      if (it->first <= total - start) size = it->first;
-    if (size == 0)
+    const int64_t left = total - start;
+    Graph* graph = nullptr;
+    for (Graph* g : by_length_)  // the longest that fits
+      if (!graph && g->frames <= left) graph = g;
+    for (auto it = by_length_.rbegin(); it != by_length_.rend() && !graph; ++it)  // or the shortest taking less
+      if ((*it)->any_length) graph = *it;
+    if (!graph)
       throw std::invalid_argument("steady codec graphs cannot cover " + std::to_string(total) +
                                   " reference frames exactly (compile the 1-frame graph)");
-    std::vector<int64_t> chunk(codes.begin() + start * quantizers_, codes.begin() + (start + size) * quantizers_);
-    decode({&stream}, {chunk}, {size}, size);
-    start += size;
+    const int64_t take = std::min(graph->frames, left);
+    std::vector<int64_t> chunk(codes.begin() + start * quantizers_, codes.begin() + (start + take) * quantizers_);
+    run(*graph, {&stream}, {chunk}, {take});
+    start += take;
   }
   stream.frames = 0;
   return stream;

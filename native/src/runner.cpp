@@ -65,7 +65,9 @@ void Runner::compile_codec() {
     return graphs;
   };
   auto first = compile(config_.first_xml), steady = compile(config_.steady_xml);
-  if (!first.empty() || !steady.empty()) codec_ = std::make_unique<StreamingCodec>(std::move(first), std::move(steady));
+  const std::vector<int> sizes{static_cast<int>(config_.first_chunk), static_cast<int>(config_.steady_chunk)};
+  if (!first.empty() || !steady.empty())
+    codec_ = std::make_unique<StreamingCodec>(std::move(first), std::move(steady), sizes);
   if (!config_.offline) {
     bool ok = codec_ && (codec_->has_first(config_.first_chunk) || codec_->has_steady(config_.first_chunk)) &&
               codec_->has_steady(config_.steady_chunk);

@@ -11,14 +11,16 @@ one offline decode if every block gets its real past instead of zeros. That past
     state.<trans conv>                            [B, C, 1]  last input sample of each k=2r, s=r
                                                   transposed conv (its overlap with the next block)
 
-`build_codec_steady` takes `codes` [B, Q, n] and every `state.*`, returns `pcm` [B, n·1920] and
-every `next.*` (same names, same shapes). `build_codec_first` is the same graph with the state
-fixed at zero (position 0): a fresh stream needs no inputs but its codes. All shapes are
-static except B, so a batch of streams at different positions runs in one call.
-
-A last chunk of m < n frames is decoded exactly by padding its codes to n and keeping the
-first m·1920 samples: by causality padding frames only change samples after them (and the
-state, which no later chunk will read).
+`build_codec_steady` takes `codes` [B, Q, n], `frames` [B] (how many of the n frames are real)
+and every `state.*`, returns `pcm` [B, n·1920] and every `next.*` (same names, same shapes): the
+state after the real frames, so a chunk of any m ≤ n frames is decoded exactly by padding its
+codes to n, keeping the first m·1920 samples and carrying the state on — by causality padding
+frames only change samples after them, and the state is taken where the real frames end. One
+compiled steady graph therefore decodes every chunk size up to n, a stream's first chunk
+included (zeros at position 0 are exactly the first-chunk graph's computation).
+`build_codec_first` is the steady graph of a fresh stream with every chunk full: no inputs but
+its codes. All shapes are static except B, so a batch of streams at different positions runs in
+one call.
 """
 from __future__ import annotations
 
@@ -37,6 +39,7 @@ log = logging.getLogger(__name__)
 STATE = "state."  # input tensor names: STATE + state name
 NEXT = "next."  # output tensor names: NEXT + state name
 POSITION = "position"
+FRAMES = "frames"  # steady graphs: input [B] i64, the chunk's real frames (1..n)
 
 
 class StreamContext(Context):
@@ -49,27 +52,42 @@ class StreamContext(Context):
         self.params: list[ov.Node] = []
         self.results: list[ov.Node] = []
         self._bias: ov.Output | None = None
+        self.real = i64(frames) if first else self.input(FRAMES, [], ov.Type.i64)  # [B] in a steady graph
         self.position = self.past(POSITION, [], ov.Type.i64)
-        self.emit(POSITION, out(op.add(self.position, i64(frames))))
+        self.emit(POSITION, out(op.add(self.position, self.real)))
+
+    def input(self, name: str, shape: list[int], dtype: ov.Type) -> ov.Output:
+        """A graph input `name` [B, *shape]."""
+        p = op.parameter([-1, *shape], dtype, name=name)
+        named(p, name)
+        self.params.append(p)
+        return out(p)
 
     def past(self, name: str, shape: list[int], dtype: ov.Type = ov.Type.f32) -> ov.Output:
         """State input `name` [B, *shape]: a parameter, or zeros in the first graph."""
         if self.first:
             zero = op.constant(np.zeros((), dtype=dtype.to_dtype()))
             return out(op.broadcast(zero, op.concat([self.batch, i64(shape)], 0) if shape else self.batch))
-        p = op.parameter([-1, *shape], dtype, name=STATE + name)
-        named(p, STATE + name)
-        self.params.append(p)
-        return out(p)
+        return self.input(STATE + name, shape, dtype)
 
     def emit(self, name: str, value: ov.Output) -> None:
         r = op.result(value, name=NEXT + name)
         named(r, NEXT + name)
         self.results.append(r)
 
+    def tail(self, full: ov.Output, per_frame: int, size: int) -> ov.Output:
+        """The `size` positions of full [B, ·, size + n·per_frame, ...] (axis 2) that end where
+        the real frames end: the state the next chunk starts from (a Gather copies, exactly)."""
+        if self.first:
+            return out(op.slice(full, i64([-size]), i64([np.iinfo(np.int64).max]), i64([1]), i64([2])))
+        start = op.multiply(self.real, i64(per_frame))  # [B]
+        index = op.add(op.unsqueeze(start, i64([1])), i64(np.arange(size)[None, :]))  # [B, size]
+        return out(op.gather(full, index, i64(2), 1))
+
     def left(self, x: ov.Output, name: str, size: int) -> ov.Output:
+        length = x.get_partial_shape()[2].get_length()  # n frames of length // n samples each
         full = out(op.concat([self.past(name, [x.get_partial_shape()[1].get_length(), size]), x], 2))
-        self.emit(name, out(op.slice(full, i64([-size]), i64([np.iinfo(np.int64).max]), i64([1]), i64([2]))))
+        self.emit(name, self.tail(full, length // self.frames, size))
         return full
 
     def rope(self, x: ov.Output, head_dim: int, theta: float) -> tuple[ov.Output, ov.Output]:
@@ -85,8 +103,7 @@ class StreamContext(Context):
         k_all, v_all = (out(op.concat([self.past(f"{name}.{kind}", [heads, self.cache, dim]), new], 2))
                         for kind, new in (("key", k), ("value", v)))
         for kind, full in (("key", k_all), ("value", v_all)):
-            self.emit(f"{name}.{kind}", out(op.slice(full, i64([self.frames]), i64([self.frames + self.cache]),
-                                                     i64([1]), i64([2]))))
+            self.emit(f"{name}.{kind}", self.tail(full, 1, self.cache))
         if self._bias is None:
             n, total = self.frames, self.cache + self.frames
             query, key = np.arange(n)[:, None], np.arange(total)[None, :]
@@ -122,7 +139,8 @@ def build_codec_first(ckpt: Checkpoint, weights: Weights, frames: int) -> ov.Mod
 
 
 def build_codec_steady(ckpt: Checkpoint, weights: Weights, frames: int) -> ov.Model:
-    """Any later chunk: codes [B, Q, frames] and the state -> pcm and the next state."""
+    """Any chunk of up to `frames` frames: codes [B, Q, frames], the real frames [B] and the
+    state -> pcm and the state after the real frames."""
     return _build(ckpt, weights, frames, first=False)
 
 

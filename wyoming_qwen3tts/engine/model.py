@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 
-from ..convert.codec_stream import fix_batch
+from ..convert.codec_stream import FRAMES, fix_batch
 from ..convert.manifest import read_converted
 from ..convert.talker import to_paged
 from ..model.embed import PromptEmbeds
@@ -27,18 +27,19 @@ class LoadedModel:
                  kv_precision: str = "u8", chunks: Collection[int] | None = None, threads: int | None = None,
                  subcode_device: str | None = None, decoder_device: str | None = None, runner: str = "python",
                  cache_dir: str | Path | None = None) -> None:
-        """chunks: the codec chunk sizes to compile (None: every exported one). A compiled
-        full-size codec graph costs about 1 GB of RAM, so a server compiles only those its
-        schedule uses; the offline decoder is compiled on first use. threads: inference
-        threads per graph (None: all cores). With one thread a sequence's numbers do not
-        depend on what else is in its batch; with several, the CPU plugin's paged attention
-        sums partial results per thread in an order that follows the batch (last-bit
-        differences). device: of the embedding and talker graphs; subcode_device and
-        decoder_device (codec) default to it. runner: "native" leaves the talker, subcode
-        and codec chunk graphs to the C++ runner, which compiles its own (no second copy).
-        cache_dir: OpenVINO's compiled-blob cache (a second start compiles fast)."""
+        """chunks: the codec chunk sizes of the schedule (None: compile every exported chunk
+        graph). A compiled full-size codec graph costs 0.3–0.5 GB of RAM, so a server
+        compiles only what its schedule needs (codec_graphs); the offline decoder is
+        compiled on first use. threads: inference threads per graph (None: all cores).
+        With one thread a sequence's numbers do not depend on what else is in its batch;
+        with several, the CPU plugin's paged attention sums partial results per thread in
+        an order that follows the batch (last-bit differences). device: of the embedding
+        and talker graphs; subcode_device and decoder_device (codec) default to it. runner:
+        "native" leaves the talker, subcode and codec chunk graphs to the C++ runner, which
+        compiles its own (no second copy). cache_dir: OpenVINO's compiled-blob cache (a
+        second start compiles fast)."""
         self.dir = Path(model_dir)
-        _, self.spec = read_converted(self.dir, graphs=("embed", "talker", "subcode", "codec"))
+        self.manifest, self.spec = read_converted(self.dir, graphs=("embed", "talker", "subcode", "codec"))
         self.tokenizer = TextTokenizer.from_dir(self.dir)
         self.precision, self.kv_precision = precision, kv_precision
         self.devices = {"talker": device, "subcode": subcode_device or device, "decoder": decoder_device or device}
@@ -63,11 +64,21 @@ class LoadedModel:
         """Codec chunk graphs in the directory: size -> IR path, for kind first or steady."""
         return {int(p.stem.rsplit("_", 1)[1]): p for p in sorted(self.dir.glob(f"codec_{kind}_*.xml"))}
 
-    def codec_chunks(self, chunks: Collection[int]) -> set[int]:
-        """The codec chunk sizes to compile for a schedule's: a Base model also needs the
-        1-frame graph (always exported for it), with which a reference of any length
-        primes the codec exactly."""
-        return set(chunks) | ({1} if self.spec.model_type == "base" else set())
+    def codec_graphs(self, chunks: Collection[int]) -> dict[str, dict[int, Path]]:
+        """The exported codec graphs to compile for a schedule's chunk sizes: kind (first,
+        steady) -> size -> IR path. A steady graph that takes the real frame count decodes
+        every chunk up to its length, a stream's first chunk and a reference's priming
+        included, so the shortest one that covers the longest chunk is the only graph
+        compiled: every compiled graph packs every decoder weight again. Steady graphs
+        without it (older conversions) need a graph per chunk size, and a Base model its
+        1-frame graph, with which a reference of any length primes the codec exactly."""
+        exported = {kind: self.exported_chunks(kind) for kind in ("first", "steady")}
+        for n, path in sorted(exported["steady"].items()):
+            if n >= max(chunks) and any(port["name"] == FRAMES for port in
+                                        self.manifest["graphs"].get(f"codec_steady_{n}", {}).get("inputs", ())):
+                return {"first": {}, "steady": {n: path}}
+        wanted = set(chunks) | ({1} if self.spec.model_type == "base" else set())
+        return {kind: {n: p for n, p in graphs.items() if n in wanted} for kind, graphs in exported.items()}
 
     def properties(self, graph: str, kv_precision: str | None = None) -> dict:
         """Compile properties of `graph` on its device, in its precision (devices.compile_config)."""
@@ -90,10 +101,11 @@ class LoadedModel:
                 fix_batch(graph, self.decoder_batch)
             return core.compile_model(graph, self.devices["decoder"], self.properties("decoder"))
 
-        wanted = None if chunks is None else self.codec_chunks(chunks)
-        graphs = {kind: {n: compile_chunk(p) for n, p in self.exported_chunks(kind).items()
-                         if wanted is None or n in wanted} for kind in ("first", "steady")}
-        self.streaming = StreamingCodec(graphs["first"], graphs["steady"]) if any(graphs.values()) else None
+        paths = ({kind: self.exported_chunks(kind) for kind in ("first", "steady")} if chunks is None else
+                 self.codec_graphs(chunks))
+        graphs = {kind: {n: compile_chunk(p) for n, p in paths[kind].items()} for kind in ("first", "steady")}
+        self.streaming = (StreamingCodec(graphs["first"], graphs["steady"], chunks or ()) if any(graphs.values())
+                          else None)
         log.info("python runner graphs: KV block %d tokens = %.2f MB; codec chunks first %s, steady %s",
                  self.block_size, self.kv_block_bytes / 1e6, sorted(graphs["first"]), sorted(graphs["steady"]))
 

@@ -36,9 +36,9 @@ class NativeRunner:
         spec = model.spec
         c = _native.RunnerConfig()
         c.talker_xml, c.subcode_xml = str(model.dir / "talker.xml"), str(model.dir / "subcode.xml")
-        chunks = model.codec_chunks({schedule.first, schedule.steady}) if not schedule.offline else set()
-        c.first_xml = {n: str(p) for n, p in model.exported_chunks("first").items() if n in chunks}
-        c.steady_xml = {n: str(p) for n, p in model.exported_chunks("steady").items() if n in chunks}
+        graphs = model.codec_graphs({schedule.first, schedule.steady}) if not schedule.offline else {}
+        c.first_xml = {n: str(p) for n, p in graphs.get("first", {}).items()}
+        c.steady_xml = {n: str(p) for n, p in graphs.get("steady", {}).items()}
         c.talker_device, c.subcode_device = model.devices["talker"], model.devices["subcode"]
         c.decoder_device, c.decoder_batch = model.devices["decoder"], model.decoder_batch
         c.talker_properties = _properties(model.properties("talker", model.kv_precision))
