@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import socket
 import threading
 import time
@@ -38,7 +39,7 @@ class Server:
 
     def __init__(self, service, slot: ServiceSlot | None = None) -> None:
         self.service = service
-        self.slot = slot or ServiceSlot(service.info, service)
+        self.slot = slot or ServiceSlot(service=service)
         self.port = free_port()
         self.uri = f"tcp://127.0.0.1:{self.port}"
         self.loop = asyncio.new_event_loop()
@@ -165,6 +166,8 @@ def test_unknown_voice_is_an_error_and_the_connection_stays_usable(server):
             events = []
             while "error" not in events:
                 events.append((await client.read_event()).type)
+            while events[-1] != "audio-stop":  # the failed one-shot still ends: start, stop
+                events.append((await client.read_event()).type)
             await client.write_event(Event("select-program", {"name": "x"}))  # unknown: ignored
             await client.write_event(Ping(text="still there?").event())
             pong = await client.read_event()
@@ -173,7 +176,8 @@ def test_unknown_voice_is_an_error_and_the_connection_stays_usable(server):
 
     pong, info, events = run(session())
     assert pong.type == "pong" and pong.data["text"] == "still there?" and info.type == "info"
-    assert events.count("audio-stop") == 1  # the first request completed before the bad one failed
+    assert events.count("audio-stop") == 2  # the first request completed before the bad one failed
+    assert events[events.index("error"):] == ["error", "audio-start", "audio-stop"]
     with pytest.raises(ClientError) as error:
         run(synthesize(server.uri, "Hi.", voice="nobody"))
     assert error.value.code == "VoiceNotFound" and "nobody" in str(error.value)
@@ -187,12 +191,20 @@ def test_language_from_the_raw_voice_data(server):
     assert error.value.code == "LanguageNotSupported"
 
 
-@pytest.mark.parametrize("text", ["", "   \n\t ", "😀🎉👍", "```\ncode only\n```"])
-def test_text_with_nothing_to_say_ends_cleanly(server, text):
-    one_shot = run(synthesize(server.uri, text, voice="ryan"))
-    assert one_shot.events == ["audio-start", "audio-stop"] and not one_shot.audio
-    streamed = run(synthesize(server.uri, text, voice="ryan", streaming=True))
-    assert streamed.events == ["audio-start", "audio-stop", "synthesize-stopped"]
+@pytest.mark.parametrize("text", ["", "   \n\t ", "😀🎉👍", "```\ncode only\n```", "?!...", "— …"])
+def test_text_with_nothing_to_say_gets_a_short_silence(server, text, caplog):
+    from wyoming_qwen3tts.server.speech import SILENCE_SAMPLES
+
+    assert SILENCE_SAMPLES == 4800  # 200 ms at 24 kHz
+    with caplog.at_level(logging.INFO, logger="wyoming_qwen3tts.server.speech"):
+        one_shot = run(synthesize(server.uri, text, voice="ryan"))
+        streamed = run(synthesize(server.uri, text, voice="ryan", streaming=True))
+    assert one_shot.events == ["audio-start", "audio-chunk", "audio-stop"]
+    assert streamed.events == ["audio-start", "audio-chunk", "audio-stop", "synthesize-stopped"]
+    for reply in (one_shot, streamed):
+        assert reply.rate == 24000 and reply.width == 2 and reply.channels == 1
+        assert reply.audio == bytes(2 * SILENCE_SAMPLES)
+    assert caplog.text.count("the text had nothing speakable; sending 200 ms of silence") == 2
 
 
 def test_text_too_long_is_a_clear_error(server):
@@ -385,29 +397,3 @@ def test_a_failure_mid_answer_is_reported_before_the_audio_stop(server, monkeypa
 
 def test_deeply_nested_json_is_a_bad_event(server):
     assert run(send_raw(server.port, b"[" * 30000 + b"\n"))[-1]["data"]["code"] == "BadEvent"
-
-
-def test_describe_is_answered_while_the_model_loads(server):
-    from wyoming_qwen3tts.server.voices import build_info
-
-    slot = ServiceSlot(build_info(None, "0.1.0", loading="Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"))
-    loading = Server(server.service, slot)
-    try:
-        async def describe() -> Info:
-            async with AsyncClient.from_uri(loading.uri) as client:
-                await client.write_event(Describe().event())
-                return Info.from_event(await client.read_event())
-
-        (program,) = run(describe()).tts
-        assert program.installed and program.voices == [] and program.description.startswith("loading Qwen/")
-        with pytest.raises(ClientError) as error:
-            run(synthesize(loading.uri, "Too early.", voice="ryan"))
-        assert error.value.code == "NotReady"
-        with pytest.raises(ClientError) as error:
-            run(synthesize(loading.uri, "Too early.", voice="ryan", streaming=True))
-        assert error.value.code == "NotReady"
-        slot.service, slot.info = server.service, server.service.info  # loaded
-        assert len(run(describe()).tts[0].voices) == 9
-        assert run(synthesize(loading.uri, "Now.", voice="ryan")).audio
-    finally:
-        loading.close()

@@ -95,9 +95,12 @@ class ServerSettings:
     greedy: bool = False
     seed: int | None = None
     default_voice: str | None = None
+    loading_wait: float = 30.0  # seconds a request arriving while the model loads waits for it
 
     def validate(self) -> None:
         _check_uri(self.uri)
+        if self.loading_wait < 0:
+            raise ConfigError(f"server.loading_wait: must be >= 0, got {self.loading_wait}")
         for name in ("samples_per_chunk", "max_text_chars", "max_sentence_chars"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"server.{name}: must be >= 1, got {getattr(self, name)}")

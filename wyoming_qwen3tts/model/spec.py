@@ -9,7 +9,7 @@ keys the released files omit (documented at each use).
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from typing import Any, Mapping
 
 MODEL_TYPES = ("custom_voice", "voice_design", "base")
@@ -226,19 +226,14 @@ class SpeakerEncoderSpec:
 
 
 @dataclass(frozen=True)
-class ModelSpec:
+class VoiceSpec:
+    """What a model offers a voice catalogue, read from `config.json` alone (so a server can
+    list its voices before the rest of the checkpoint is downloaded or compiled)."""
+
     model_type: str  # custom_voice | voice_design | base
     model_size: str  # "0b6" | "1b7" (as the config says)
-    talker: TalkerSpec
-    code_predictor: CodePredictorSpec
-    codec_ids: CodecIds
-    text_ids: TextIds
     languages: Mapping[str, int]  # lower-case name -> codec id, dialects included
     speakers: tuple[Speaker, ...]
-    generation: GenerationDefaults
-    codec_decoder: CodecDecoderSpec
-    codec_encoder: CodecEncoderSpec
-    speaker_encoder: SpeakerEncoderSpec | None
 
     @property
     def supported_languages(self) -> tuple[str, ...]:
@@ -257,13 +252,45 @@ class ModelSpec:
         raise KeyError(f"unknown speaker {name!r} (this model has: {known})")
 
 
-def parse_model_config(config: Mapping[str, Any], generation: Mapping[str, Any],
-                       codec: Mapping[str, Any], where: str = "config.json") -> ModelSpec:
-    """Build a ModelSpec from the three JSON documents of a checkpoint."""
+@dataclass(frozen=True)
+class ModelSpec(VoiceSpec):
+    talker: TalkerSpec
+    code_predictor: CodePredictorSpec
+    codec_ids: CodecIds
+    text_ids: TextIds
+    generation: GenerationDefaults
+    codec_decoder: CodecDecoderSpec
+    codec_encoder: CodecEncoderSpec
+    speaker_encoder: SpeakerEncoderSpec | None
+
+
+def parse_voice_spec(config: Mapping[str, Any], where: str = "config.json") -> VoiceSpec:
+    """Model type, size, languages and preset speakers from a checkpoint's config.json."""
     r = _Reader(config, where)
     model_type = r.req("tts_model_type", str)
     if model_type not in MODEL_TYPES:
         raise ConfigError(f"{where}: unknown tts_model_type {model_type!r} (expected one of {', '.join(MODEL_TYPES)})")
+    t = r.sub("talker_config")
+    languages = {k.lower(): int(v) for k, v in t.req("codec_language_id", dict).items()}
+    spk_ids = t.opt("spk_id", {}) or {}
+    dialect_of = t.opt("spk_is_dialect", {}) or {}
+    speakers = []
+    for name, codec_id in spk_ids.items():
+        dialect = dialect_of.get(name, False)
+        if dialect and dialect not in languages:
+            raise ConfigError(f"{where}: speaker {name!r} has dialect {dialect!r} missing from codec_language_id")
+        speakers.append(Speaker(name.lower(), int(codec_id), dialect or None))
+    if model_type == "custom_voice" and not speakers:
+        raise ConfigError(f"{where}: a custom_voice model needs talker_config.spk_id")
+    return VoiceSpec(model_type=model_type, model_size=r.req("tts_model_size", str), languages=languages,
+                     speakers=tuple(speakers))
+
+
+def parse_model_config(config: Mapping[str, Any], generation: Mapping[str, Any],
+                       codec: Mapping[str, Any], where: str = "config.json") -> ModelSpec:
+    """Build a ModelSpec from the three JSON documents of a checkpoint."""
+    voices = parse_voice_spec(config, where)
+    r = _Reader(config, where)
     tokenizer_type = r.req("tokenizer_type", str)
     if tokenizer_type != "qwen3_tts_tokenizer_12hz":
         raise ConfigError(f"{where}: tokenizer_type {tokenizer_type!r} is not supported (only the 12 Hz codec)")
@@ -295,34 +322,21 @@ def parse_model_config(config: Mapping[str, Any], generation: Mapping[str, Any],
         assistant=r.req("assistant_token_id", int), tts_pad=r.req("tts_pad_token_id", int),
         tts_bos=r.req("tts_bos_token_id", int), tts_eos=r.req("tts_eos_token_id", int),
     )
-    languages = {k.lower(): int(v) for k, v in t.req("codec_language_id", dict).items()}
-    spk_ids = t.opt("spk_id", {}) or {}
-    dialect_of = t.opt("spk_is_dialect", {}) or {}
-    speakers = []
-    for name, codec_id in spk_ids.items():
-        dialect = dialect_of.get(name, False)
-        if dialect and dialect not in languages:
-            raise ConfigError(f"{where}: speaker {name!r} has dialect {dialect!r} missing from codec_language_id")
-        speakers.append(Speaker(name.lower(), int(codec_id), dialect or None))
-    if model_type == "custom_voice" and not speakers:
-        raise ConfigError(f"{where}: a custom_voice model needs talker_config.spk_id")
-    for ident in [*languages.values(), *(s.codec_id for s in speakers), *vars(codec_ids).values()]:
+    for ident in [*voices.languages.values(), *(s.codec_id for s in voices.speakers),
+                  *vars(codec_ids).values()]:
         if not 0 <= ident < talker.vocab_size:
             raise ConfigError(f"{where}: codec id {ident} outside the talker vocabulary ({talker.vocab_size})")
     speaker_encoder = None
-    if model_type == "base":
+    if voices.model_type == "base":
         s = r.sub("speaker_encoder_config")
         speaker_encoder = SpeakerEncoderSpec(enc_dim=s.req("enc_dim", int), sample_rate=s.req("sample_rate", int),
                                              **_speaker_encoder_overrides(s))
     return ModelSpec(
-        model_type=model_type,
-        model_size=r.req("tts_model_size", str),
+        **{f.name: getattr(voices, f.name) for f in fields(VoiceSpec)},
         talker=talker,
         code_predictor=code_predictor,
         codec_ids=codec_ids,
         text_ids=text_ids,
-        languages=languages,
-        speakers=tuple(speakers),
         generation=parse_generation_config(generation),
         codec_decoder=parse_codec_decoder(codec),
         codec_encoder=parse_codec_encoder(codec),

@@ -3,10 +3,16 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import logging
+import signal
 import sys
+import threading
+import time
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
+from typing import Any, TypeVar
 from urllib.parse import urlparse
 
 import openvino as ov
@@ -14,20 +20,19 @@ from wyoming.event import async_get_stdin, async_get_stdout
 from wyoming.server import AsyncServer
 
 from .. import __version__
-from ..config import WEIGHT_FORMATS, ConfigError, ServerConfig, VoiceConfig, apply_overrides, load_config
-from ..engine.clone import ClonePrompt, CloneError, Cloner
-from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISION_SETTINGS, describe_devices, place
-from ..engine.model import LoadedModel
-from ..engine.sampling import SamplingParams
-from ..engine.scheduler import Scheduler
+from ..config import WEIGHT_FORMATS, ConfigError, ServerConfig, apply_overrides, load_config
+from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISION_SETTINGS, describe_devices
 from ..engine.stream import EngineError
 from .handler import Service, ServiceSlot, TtsHandler
-from .models import ModelSourceError, prepare_model
-from .voices import Catalogue, CatalogueError, build_info
+from .loading import build_service, preview_catalogue, requested_devices
+from .models import ModelSourceError
+from .speech import SpeechError
+from .voices import CatalogueError
+
+__all__ = ["build_service", "main", "serve"]
 
 log = logging.getLogger("wyoming-qwen3tts")
-
-WARM_UP_S = 300.0  # a voice's first words, which may prime the decoder with a long reference
+T = TypeVar("T")
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -62,89 +67,108 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return parser.parse_args(argv)
 
 
-def requested_devices(config: ServerConfig) -> dict[str, str]:
-    return {graph: getattr(config.devices, graph) for graph in GRAPHS}
+SHUTDOWN_GRACE_S = 5.0  # on SIGTERM/SIGINT, what in-flight requests get to finish (Docker waits 10 s)
+ENDING_S = 2.0  # then what the cancelled ones get to send their ends
 
 
-def build_service(config: ServerConfig) -> Service:
-    """Convert if needed, compile, start the engine, warm it up."""
-    devices = place(requested_devices(config), ov.Core().available_devices)
-    model_dir = prepare_model(config.model.source, config.model.data_path, config.model.weights)
-    engine_config = config.engine
-    model = LoadedModel(model_dir, devices["talker"], config.precision.inference, config.precision.kv_cache,
-                        chunks=(engine_config.first_chunk, engine_config.steady_chunk), threads=config.devices.threads,
-                        subcode_device=devices["subcode"], decoder_device=devices["decoder"],
-                        runner=engine_config.runner, cache_dir=config.model.data_path / "ov-cache")
-    params = SamplingParams.from_defaults(model.spec.generation, seed=config.server.seed)
-    params = params.greedy() if config.server.greedy else params
-    engine = Scheduler(model, engine_config, defaults=params).start()
-    cloner = Cloner(model) if model.spec.model_type == "base" else None
-    try:
-        clone = partial(prepare_clone, cloner, engine, params) if cloner else None
-        catalogue = Catalogue(model.spec, config.voices, config.server.default_voice, clone)
-        if cloner:
-            cloner.close()  # the encoders are needed no more
-        for problem in catalogue.errors:
-            log.warning("voice skipped: %s", problem)
-        default = catalogue.default
-        if default.clone is None or default.clone.ref_codes is None:  # in-context clones spoke already
-            engine.submit(default.request("Hello.", default.default_language), params,
-                          max_frames=2).read_all(WARM_UP_S)
-    except BaseException:
-        engine.close()
-        raise
-    log.info("warmed up; %d voices: %s", len(catalogue.voices), ", ".join(v.name for v in catalogue.voices))
-    server = config.server
-    return Service(engine, catalogue, build_info(catalogue, __version__), params, server.samples_per_chunk,
-                   server.max_text_chars, server.max_sentence_chars)
+def in_daemon_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
+    """`fn(*args)` on a daemon thread: a stop during a download or a compilation that cannot
+    be interrupted does not wait for it (asyncio.to_thread's threads are joined at exit)."""
+    loop = asyncio.get_running_loop()
+    future: asyncio.Future[T] = loop.create_future()
 
+    def settle(result: T | None, error: BaseException | None) -> None:
+        if future.done():
+            return
+        if error is not None:
+            future.set_exception(error)
+        else:
+            future.set_result(result)
 
-def prepare_clone(cloner: Cloner, engine: Scheduler, params: SamplingParams, voice: VoiceConfig) -> ClonePrompt:
-    """A clone voice of config.yaml, ready to serve: the recording through the encoders (or
-    from their cache), and an in-context clone's first words, which prime the decoder state
-    the runner keeps for it. Any failure is a CloneError: the catalogue skips the voice."""
-    where = f"voice {voice.name!r}"
-    prompt = cloner.prompt(voice.ref_audio, voice.ref_text, voice.x_vector_only, where=where)
-    if prompt.ref_codes is not None:
+    def run() -> None:
         try:
-            engine.submit(prompt.request("Hello.", "auto"), params, max_frames=2).read_all(WARM_UP_S)
-        except (EngineError, ValueError, TimeoutError) as e:
-            raise CloneError(f"{where}: the first synthesis failed: {e}") from None
-    return prompt
+            result, error = fn(*args), None
+        except BaseException as e:  # noqa: BLE001 - handed to the event loop
+            result, error = None, e
+        try:
+            loop.call_soon_threadsafe(settle, result, error)
+        except RuntimeError:  # the loop is closed: the server stopped meanwhile
+            if isinstance(result, Service):
+                result.engine.close()
+
+    threading.Thread(target=run, name=f"qwen3tts-{fn.__name__}", daemon=True).start()
+    future.add_done_callback(lambda f: f.cancelled() or f.exception())  # abandoned on a stop: not "never retrieved"
+    return future
+
+
+def stop_signal() -> asyncio.Future[str]:
+    """Resolves with the name of the first SIGTERM or SIGINT."""
+    loop = asyncio.get_running_loop()
+    stopped: asyncio.Future[str] = loop.create_future()
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        with contextlib.suppress(NotImplementedError, RuntimeError):
+            loop.add_signal_handler(sig, lambda name=sig.name: stopped.done() or stopped.set_result(name))
+    return stopped
 
 
 async def serve(config: ServerConfig) -> None:
-    """Listen at once (describe is answered while the model loads: the first start downloads
-    and converts it), load, then serve until stopped (SIGTERM). The engine is closed while
-    the event loop still runs, so the requests it aborts can end their streams on it."""
-    uri = config.server.uri
-    slot = ServiceSlot(build_info(None, __version__, loading=config.model.source))
-    try:
-        if uri.startswith("stdio://"):  # our own read loop: bounded reads, and the end of input
-            slot.service = await asyncio.to_thread(build_service, config)  # finishes replies
+    """Listen at once, learn the voice list (from the model's config.json: seconds), load the
+    model (minutes on a first start: download and conversion), then serve until SIGTERM or
+    SIGINT. describe is answered as soon as the voice list is known; requests that arrive
+    while the model loads wait for it (server.loading_wait). The engine is closed while the
+    event loop still runs, so the requests it aborts can end their streams on it."""
+    start, uri = time.monotonic(), config.server.uri
+    slot = ServiceSlot(settings=config.server)
+    if uri.startswith("stdio://"):  # our own read loop: bounded reads, and the end of input
+        slot.load(await asyncio.to_thread(build_service, config))  # finishes replies
+        try:
             await TtsHandler(slot, await async_get_stdin(), await async_get_stdout()).run()
-            return
-        server = AsyncServer.from_uri(uri)
-        serving = asyncio.create_task(server.run(partial(TtsHandler, slot)))
-        loading = asyncio.create_task(asyncio.to_thread(build_service, config))
-        await asyncio.wait({serving, loading}, return_when=asyncio.FIRST_COMPLETED)
-        if serving.done():  # could not listen (port taken?) or stopped while loading
-            loading.add_done_callback(_close_when_loaded)
-            return serving.result()
-        slot.service = loading.result()
-        slot.info = slot.service.info
+        finally:
+            await asyncio.to_thread(slot.service.engine.close)
+        return
+    stopped = stop_signal()
+    server = AsyncServer.from_uri(uri)
+    await server.start(partial(TtsHandler, slot))
+    log.info("listening on %s", uri)
+    try:
+        steps = [("reading the voice list", preview_catalogue, slot.publish),
+                 ("loading the model", build_service, slot.load)]
+        for doing, step, take in steps:
+            work = in_daemon_thread(step, config)
+            await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            if stopped.done():
+                log.info("%s while %s: abandoning it", stopped.result(), doing)
+                return
+            if (result := work.result()) is not None:
+                take(result)
         if config.server.zeroconf:
             await announce(uri, config.server.zeroconf)
-        log.info("ready on %s", uri)
-        await serving
+        log.info("ready on %s, %.1f s after start", uri, time.monotonic() - start)
+        await stopped
     finally:
-        if slot.service is not None:
-            await asyncio.to_thread(slot.service.engine.close)
+        await shutdown(server, slot, stopped.result() if stopped.done() else "an error")
 
 
-def _close_when_loaded(loading: asyncio.Task) -> None:
-    if not loading.cancelled() and loading.exception() is None:
-        loading.result().engine.close()
+async def shutdown(server: AsyncServer, slot: ServiceSlot, why: str) -> None:
+    """Refuse new requests, give those in flight SHUTDOWN_GRACE_S to finish, cancel the rest
+    (each still ends with an error and its end marker), close the connections and the engine."""
+    slot.stopping = True
+    in_flight = slot.in_flight()
+    if in_flight:
+        log.info("stopping on %s: %d requests in flight, waiting up to %.0f s for them", why, len(in_flight),
+                 SHUTDOWN_GRACE_S)
+    else:
+        log.info("stopping on %s: no request in flight", why)
+    await slot.drain(SHUTDOWN_GRACE_S)
+    cancelled = slot.in_flight()
+    for speech in cancelled:
+        speech.cancel(SpeechError("the server is shutting down", "ShuttingDown"))
+    await slot.drain(ENDING_S)
+    finished = sum(s not in cancelled for s in in_flight)
+    await server.stop()
+    if slot.service is not None:
+        await asyncio.to_thread(slot.service.engine.close)
+    log.info("stopped: %d requests finished, %d cancelled", finished, len(cancelled))
 
 
 async def announce(uri: str, name: str) -> None:

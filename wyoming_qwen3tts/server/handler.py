@@ -3,58 +3,35 @@
 It never synthesizes on the event loop: text goes to the engine's scheduler thread, audio
 comes back through the request streams, and each response is written by its own task, so
 the connection keeps reading (describe, ping, more text, a disconnect) while audio flows.
+Every request that opens a response (a one-shot `synthesize`, a `synthesize-start`) gets one,
+and every response ends (speech.py), also when it is refused.
 """
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
+from collections.abc import Callable
 from typing import Any
 
 from wyoming.error import Error
 from wyoming.event import Event
-from wyoming.info import Describe, Info
+from wyoming.info import Describe
 from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
-from ..engine.sampling import SamplingParams
-from ..engine.scheduler import Scheduler
-from ..engine.stream import AudioStream
-from .speech import Speech, SpeechError, error_code
+from .service import Service, ServiceSlot
+from .speech import Speech, SpeechError, Submit, error_code
 from .text import SentenceSplitter, TextTooLong, normalize, split_sentences
-from .voices import Catalogue
 from .wire import BadEvent, read_event
+
+__all__ = ["Service", "ServiceSlot", "TtsHandler"]
 
 log = logging.getLogger(__name__)
 
 IDLE_TIMEOUT_S = 600.0  # a connection that sends nothing (and awaits nothing) for this long is closed
 WRITE_TIMEOUT_S = 60.0  # a client that takes no data for this long is disconnected
-MAX_RESPONSES = 4  # responses queued on one connection; more get a Busy error
-
-
-@dataclass(frozen=True)
-class Service:
-    """What every connection shares once the model is loaded: the engine, the voices and
-    the server settings."""
-
-    engine: Scheduler
-    catalogue: Catalogue
-    info: Info
-    params: SamplingParams  # sampling of every request (greedy or the model's defaults, seed)
-    samples_per_chunk: int
-    max_text_chars: int
-    max_sentence_chars: int
-
-
-@dataclass
-class ServiceSlot:
-    """The service, once loading (download, conversion, compilation, warm-up) is done; until
-    then `describe` gets the loading info and synthesis a NotReady error."""
-
-    info: Info
-    service: Service | None = None
+MAX_RESPONSES = 4  # responses queued on one connection; the next request is read when one ends
 
 
 class TtsHandler(AsyncEventHandler):
@@ -63,20 +40,16 @@ class TtsHandler(AsyncEventHandler):
     def __init__(self, slot: ServiceSlot, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         super().__init__(reader, writer)
         self.slot = slot
-        self._peer = writer.get_extra_info("peername") or "client"
+        peer = writer.get_extra_info("peername")
+        self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer or "client")
         self._tasks: list[asyncio.Task] = []
         self._speeches: list[Speech] = []
         self._stream: tuple[Speech, SentenceSplitter] | None = None  # an open synthesize-start
-        self._count = 0
         self._gone = False
 
-    @property
-    def service(self) -> Service:
-        return self.slot.service
-
-    def _busy(self) -> bool:
+    def _live(self) -> list[asyncio.Task]:
         self._tasks = [t for t in self._tasks if not t.done()]
-        return bool(self._tasks)
+        return self._tasks
 
     async def run(self) -> None:
         """The library's loop, with bounded reads (wire.read_event). At the end of the input
@@ -91,7 +64,7 @@ class TtsHandler(AsyncEventHandler):
                     await self._send(Error(text=str(e), code="BadEvent").event())
                     break
                 except asyncio.TimeoutError:
-                    if self._busy():
+                    if self._live():
                         continue  # quiet while its audio is written: not idle
                     log.info("%s: idle for %.0f s; closing the connection", self._peer, IDLE_TIMEOUT_S)
                     break
@@ -133,12 +106,17 @@ class TtsHandler(AsyncEventHandler):
     async def handle_event(self, event: Event) -> bool:
         try:
             if Describe.is_type(event.type):
+                if self.slot.info is None:  # never an empty program: the client retries later
+                    log.info("%s: describe before the voice list is known; closing the connection so that "
+                             "the client retries", self._peer)
+                    return False
                 await self._send(self.slot.info.event())
             elif Ping.is_type(event.type):
                 await self._send(Pong(text=Ping.from_event(event).text).event())
-            elif (refusal := self._refusal(event)) is not None:
-                await self._send(refusal.event())  # and read no more until it is sent
             elif SynthesizeStart.is_type(event.type):
+                if self._stream is not None:  # a new start without a stop: finish the old one first
+                    self._stop_stream()
+                await self._room()
                 self._start_stream(event.data)
             elif SynthesizeChunk.is_type(event.type):
                 self._stream_text(SynthesizeChunk.from_event(event).text)
@@ -146,6 +124,7 @@ class TtsHandler(AsyncEventHandler):
                 self._stop_stream()
             elif Synthesize.is_type(event.type):
                 if self._stream is None:  # inside a stream it is the compat copy of the text: ignore
+                    await self._room()
                     self._one_shot(event.data)
             else:
                 log.debug("%s: ignoring %s", self._peer, event.type)
@@ -155,18 +134,11 @@ class TtsHandler(AsyncEventHandler):
         return True
 
     # --- requests ---
-    def _refusal(self, event: Event) -> Error | None:
-        """Why an event that would open a response can't (None: it can, or opens none)."""
-        opens = SynthesizeStart.is_type(event.type) or (Synthesize.is_type(event.type) and self._stream is None)
-        if not opens:
-            return None
-        if self.slot.service is None:
-            return Error(text="the model is still loading (the first start downloads and converts it); "
-                              "try again shortly", code="NotReady")
-        if self._busy() and len(self._tasks) >= MAX_RESPONSES:
-            return Error(text=f"busy: {len(self._tasks)} responses are already queued on this connection",
-                         code="Busy")
-        return None
+    async def _room(self) -> None:
+        """Wait until fewer than MAX_RESPONSES responses are queued on this connection: a
+        client that pipelines requests is read no faster than it is answered."""
+        while len(self._live()) >= MAX_RESPONSES:
+            await asyncio.wait({self._tasks[0]})
 
     def _voice(self, data: dict[str, Any]) -> tuple[str | None, str | None]:
         """(voice name, language) from the raw event data: the library's SynthesizeVoice drops
@@ -177,93 +149,101 @@ class TtsHandler(AsyncEventHandler):
         name, language = voice.get("name"), voice.get("language")
         return (name if isinstance(name, str) else None), (language if isinstance(language, str) else None)
 
-    def _speech(self, data: dict[str, Any], streaming: bool) -> Speech:
-        """A response for the voice in `data`; voice errors make it an error response, and
-        so does a connection that already has MAX_RESPONSES waiting."""
-        self._count += 1
-        label = f"{self._peer} #{self._count}"
-        submit, problem = self._submitter(*self._voice(data))
-        speech = Speech(submit, self._send, self.service.samples_per_chunk, streaming, label)
-        if problem is not None:
-            speech.fail(problem)
+    def _open(self, data: dict[str, Any], streaming: bool) -> Speech:
+        """A response for the voice in `data`, queued behind the connection's others. The voice
+        is checked at once against the voice list (an unknown one fails before the model has
+        loaded), and resolved again with the loaded model when the response's turn comes."""
+        label = f"request {self.slot.next_id()} from {self._peer}"
+        name, language = self._voice(data)
+        log.debug("%s: %s, voice %s", label, "streaming" if streaming else "one-shot", name or "(default)")
+        speech = Speech(lambda: self._submitter(label, name, language), self._send,
+                        self.slot.settings.samples_per_chunk, streaming, label)
+        if self.slot.stopping:
+            speech.fail(SpeechError("the server is shutting down", "ShuttingDown"))
+        elif self.slot.catalogue is not None:
+            try:
+                self.slot.catalogue.resolve(name, language)
+            except ValueError as e:
+                speech.fail(SpeechError(str(e), error_code(e)))
         self._speeches = [s for s in self._speeches if not s.done] + [speech]
-        self._queue(speech.run())
+        self._queue(speech)
         return speech
 
-    def _queue(self, response: Coroutine[Any, Any, None]) -> None:
+    def _queue(self, speech: Speech) -> None:
         """Run a response once the ones before it on this connection are written."""
-        self._tasks = [t for t in self._tasks if not t.done()]
-        previous = self._tasks[-1] if self._tasks else None
+        live = self._live()
+        previous = live[-1] if live else None
+        active = self.slot.active
+        active.add(speech)
 
         async def after() -> None:
             try:
                 if previous is not None:
                     await asyncio.gather(previous, return_exceptions=True)
-            except asyncio.CancelledError:
-                response.close()  # never started
-                raise
-            await response
+                await speech.run()
+            finally:
+                active.discard(speech)
 
         self._tasks.append(asyncio.create_task(after()))
 
-    def _submitter(self, name: str | None,
-                   language: str | None) -> tuple[Callable[[str], AudioStream] | None, SpeechError | None]:
-        """(sentence -> engine stream, None), or (None, the error) for an unusable voice."""
+    async def _submitter(self, label: str, name: str | None, language: str | None) -> Submit:
+        """Sentence -> engine stream, once the model is loaded (waiting for it, bounded) and the
+        voice resolved; raises SpeechError or the voice's ValueError."""
+        service: Service = await self.slot.ready()
+        entry, lang = service.catalogue.resolve(name, language)
+        log.info("%s: voice %s, language %s", label, entry.name, lang)
+        return lambda sentence: service.engine.submit(entry.request(sentence, lang), service.params)
+
+    def _add(self, speech: Speech, pieces: Callable[[], list[str]]) -> None:
+        """Queue the normalized sentences `pieces()` gives (empty ones dropped); a text problem
+        or a bug fails the response, which still ends."""
+        settings = self.slot.settings
         try:
-            entry, lang = self.service.catalogue.resolve(name, language)
-        except ValueError as e:
-            return None, SpeechError(str(e), error_code(e))
-
-        def submit(sentence: str) -> AudioStream:
-            return self.service.engine.submit(entry.request(sentence, lang), self.service.params)
-
-        log.info("%s: voice %s, language %s", self._peer, entry.name, lang)
-        return submit, None
-
-    def _sentences(self, pieces: list[str]) -> list[str]:
-        """Normalized sentences, empty ones dropped."""
-        out = [normalize(p, self.service.max_text_chars) for p in pieces]
-        return [s for s in out if s]
-
-    def _one_shot(self, data: dict[str, Any]) -> None:
-        speech = self._speech(data, streaming=False)
-        text = data.get("text")
-        try:
-            if not isinstance(text, str):
-                raise SpeechError("synthesize needs a text string", "BadRequest")
-            for sentence in self._sentences(split_sentences(text, self.service.max_sentence_chars,
-                                                            self.service.max_text_chars)):
-                speech.add(sentence)
+            for piece in pieces():
+                sentence = normalize(piece, settings.max_text_chars)
+                if sentence:
+                    speech.add(sentence)
         except (TextTooLong, SpeechError) as e:
             speech.fail(e if isinstance(e, SpeechError) else SpeechError(str(e), error_code(e)))
+        except Exception as e:  # noqa: BLE001 - reported on the response, which must end
+            log.exception("%s: failed to read the text", self._peer)
+            speech.fail(SpeechError(f"internal error reading the text: {e}", "InternalError"))
+
+    def _one_shot(self, data: dict[str, Any]) -> None:
+        speech = self._open(data, streaming=False)
+        text, settings = data.get("text"), self.slot.settings
+
+        def pieces() -> list[str]:
+            if not isinstance(text, str):
+                raise SpeechError("synthesize needs a text string", "BadRequest")
+            return split_sentences(text, settings.max_sentence_chars, settings.max_text_chars)
+
+        self._add(speech, pieces)
         speech.close()
 
     def _start_stream(self, data: dict[str, Any]) -> None:
-        if self._stream is not None:  # a new start without a stop: finish the old one first
-            self._stop_stream()
-        splitter = SentenceSplitter(self.service.max_sentence_chars, self.service.max_text_chars)
-        self._stream = (self._speech(data, streaming=True), splitter)
+        settings = self.slot.settings
+        splitter = SentenceSplitter(settings.max_sentence_chars, settings.max_text_chars)
+        self._stream = (self._open(data, streaming=True), splitter)
 
     def _stream_text(self, text: str) -> None:
         if self._stream is None:
             log.debug("%s: synthesize-chunk outside a stream, ignored", self._peer)
             return
         speech, splitter = self._stream
-        try:
-            for sentence in self._sentences(splitter.push(text)):
-                speech.add(sentence)
-        except TextTooLong as e:
-            speech.fail(SpeechError(str(e), error_code(e)))
+        self._add(speech, lambda: splitter.push(text))
 
     def _stop_stream(self) -> None:
-        if self._stream is None:  # nothing open: still answer with the end marker
-            self._queue(self._send(SynthesizeStopped().event()))
+        if self._stream is None:  # nothing open: still answer with the end marker, in turn
+            previous = list(self._live())
+
+            async def stopped() -> None:
+                await asyncio.gather(*previous, return_exceptions=True)
+                await self._send(SynthesizeStopped().event())
+
+            self._tasks.append(asyncio.create_task(stopped()))
             return
         speech, splitter = self._stream
         self._stream = None
-        try:
-            for sentence in self._sentences(splitter.flush()):
-                speech.add(sentence)
-        except TextTooLong as e:
-            speech.fail(SpeechError(str(e), error_code(e)))
+        self._add(speech, splitter.flush)
         speech.close()

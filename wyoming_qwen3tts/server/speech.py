@@ -7,6 +7,15 @@ it is decoded.
 A response always has exactly one audio-start and one audio-stop (Home Assistant's one-shot
 reader stops at the first audio-stop; its streaming reader takes the format from the first
 audio-start); a streaming response then ends with synthesize-stopped, after errors too.
+
+Every response ends, whatever happens (reference: docs in wyoming-and-home-assistant notes,
+"Exactly what HA's wyoming tts.py does"): a failure sends the `error` event and then the end
+a reader waits for, since released Home Assistant ignores `error` and reads a one-shot reply
+until `audio-stop` and a streaming one until `synthesize-stopped`. A one-shot failure
+therefore sends error, audio-start (if not sent yet), audio-stop; a streaming one error,
+audio-stop (if audio started), synthesize-stopped. A response that would carry no audio (the
+text had nothing speakable) carries SILENCE_S of silence instead, so every client gets a
+playable stream.
 """
 from __future__ import annotations
 
@@ -29,6 +38,10 @@ log = logging.getLogger(__name__)
 
 WIDTH, CHANNELS = 2, 1
 LOOKAHEAD = 2  # sentences in the engine per response: the one being sent and the next
+SILENCE_S = 0.2  # the audio of a response with nothing to say: 200 ms of 24 kHz s16 mono zeros
+SILENCE_SAMPLES = round(SILENCE_S * SAMPLE_RATE)
+
+Submit = Callable[[str], AudioStream]  # a sentence -> its engine stream
 
 
 class SpeechError(Exception):
@@ -53,9 +66,13 @@ def error_code(error: Exception) -> str:
 class Speech:
     """Feeds sentences to the engine and writes their audio as Wyoming events."""
 
-    def __init__(self, submit: Callable[[str], AudioStream], write: Callable[[Event], Awaitable[None]],
+    def __init__(self, prepare: Callable[[], Awaitable[Submit]], write: Callable[[Event], Awaitable[None]],
                  samples_per_chunk: int, streaming: bool, label: str = "") -> None:
-        self._submit, self._write = submit, write
+        """prepare: awaited when the response's turn comes; gives the submit function (it
+        waits for the model, resolves the voice) or raises (SpeechError, or a ValueError
+        with a `code`: the response becomes an error)."""
+        self._prepare, self._write = prepare, write
+        self._submit: Submit | None = None
         self._samples_per_chunk, self._streaming, self._label = samples_per_chunk, streaming, label
         self._pending: collections.deque[str] = collections.deque()
         self._inflight: collections.deque[AudioStream] = collections.deque()
@@ -66,18 +83,21 @@ class Speech:
         self._running = False
         self._finished = False
         self._samples = 0
+        self._sentences = 0  # sentences queued, ever
         self._t0 = time.monotonic()
         self.first_audio_s: float | None = None
 
     def add(self, sentence: str) -> None:
         """Queue a sentence (ignored after a failure: the response is already an error)."""
+        if self._failed is not None:
+            return
         if self._closed:
             raise RuntimeError("add() after close()")
-        if self._failed is None:
-            self._pending.append(sentence)
-            if self._running:
-                self._top_up()
-            self._changed.set()
+        self._sentences += 1
+        self._pending.append(sentence)
+        if self._running:
+            self._top_up()
+        self._changed.set()
 
     @property
     def done(self) -> bool:
@@ -94,6 +114,12 @@ class Speech:
         """No more sentences."""
         self._closed = True
         self._changed.set()
+
+    def cancel(self, error: SpeechError) -> None:
+        """End the response early with `error` (the server is stopping), without waiting
+        for more of the client's text."""
+        self.fail(error)
+        self.close()
 
     def fail(self, error: SpeechError) -> None:
         """Turn the response into an error (e.g. a text-level problem found by the handler)."""
@@ -120,22 +146,30 @@ class Speech:
         """Write the response; on cancellation (client gone) abort what is in the engine.
         A failure is reported before the audio-stop: Home Assistant's one-shot reader stops
         at the first audio-stop and would take truncated audio for success."""
-        self._running = True
         try:
             try:
-                await self._speak()
+                if self._failed is None:
+                    self._submit = await self._prepare()
+                    self._running = True
+                    await self._speak()
             except (asyncio.CancelledError, ConnectionError):
                 raise
+            except (SpeechError, ValueError) as e:  # refused: not ready, unknown voice...
+                self.fail(e if isinstance(e, SpeechError) else SpeechError(str(e), error_code(e)))
             except Exception as e:  # a bug must still end the response properly
                 log.exception("%s: synthesis failed", self._label)
                 self.fail(SpeechError(f"synthesis failed: {e}", "SynthesisFailed"))
             if self._failed is not None:
+                log.warning("%s failed: %s (%s)", self._label, self._failed, self._failed.code)
                 await self._write(Error(text=str(self._failed), code=self._failed.code).event())
-                log.warning("%s: %s (%s)", self._label, self._failed, self._failed.code)
-                if self._started:
-                    await self._write(AudioStop().event())
-            else:
-                await self._write_start()
+                if not self._streaming:
+                    await self._write_start()  # the framing a one-shot reader waits for
+            elif self._samples == 0:
+                log.info("%s: %s; sending %.0f ms of silence", self._label,
+                         "the model produced no audio" if self._sentences else "the text had nothing speakable",
+                         SILENCE_S * 1000)
+                await self._write_pcm(np.zeros(SILENCE_SAMPLES, np.float32))
+            if self._started:
                 await self._write(AudioStop().event())
             if self._streaming:
                 while not self._closed:  # the client still sends text we will not speak

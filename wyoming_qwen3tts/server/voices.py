@@ -12,13 +12,14 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 
 from ..config import VoiceConfig
 from ..engine.clone import CloneError, ClonePrompt
 from ..model.prompt import VoiceRequest
-from ..model.spec import ModelSpec, Speaker
+from ..model.spec import Speaker, VoiceSpec
 
 log = logging.getLogger(__name__)
 
@@ -102,7 +103,7 @@ def _native_language(speaker: Speaker) -> str | None:
     return "chinese" if speaker.dialect else _PRESETS.get(speaker.name, (None, ""))[0]
 
 
-def model_label(spec: ModelSpec) -> str:
+def model_label(spec: VoiceSpec) -> str:
     """A display name such as "Qwen3-TTS 0.6B CustomVoice" (the spec says "0b6", "custom_voice")."""
     size = spec.model_size.replace("b", ".").upper() + "B" if "b" in spec.model_size else spec.model_size
     return f"Qwen3-TTS {size} {_MODEL_TYPES.get(spec.model_type, spec.model_type)}"
@@ -116,16 +117,22 @@ class Catalogue:
     voice on a CustomVoice model, an unknown speaker or language, a name clash) is skipped,
     logged and listed in `errors`, so one stale entry does not take the server down; having
     no voice at all, or a default voice that is not in the catalogue, raises CatalogueError.
+
+    A preview catalogue (`preview=True`) is the voice list known from the model's config.json
+    alone, before the model is loaded: clone voices are listed without encoding their
+    recordings (a missing recording is skipped), and skipped voices are logged only at debug
+    level (the catalogue of the loaded model logs them). It advertises voices, serves none.
     """
 
-    def __init__(self, spec: ModelSpec, voices: Sequence[VoiceConfig] = (), default_voice: str | None = None,
-                 clone: Callable[[VoiceConfig], ClonePrompt] | None = None) -> None:
+    def __init__(self, spec: VoiceSpec, voices: Sequence[VoiceConfig] = (), default_voice: str | None = None,
+                 clone: Callable[[VoiceConfig], ClonePrompt] | None = None, preview: bool = False) -> None:
         """clone: prepares a clone voice (ref_audio) from its recording, raising CloneError."""
         self.label = model_label(spec)
+        self.preview = preview
         self._spec = spec
         self._languages = tuple(n for n in spec.supported_languages if n != "auto")
         untagged = [n for n in self._languages if n not in LANGUAGE_TAGS]
-        if untagged:
+        if untagged and not preview:
             log.warning("model languages without a BCP-47 tag are not advertised (requests may name them): %s",
                         ", ".join(untagged))
         if len(untagged) == len(self._languages):
@@ -139,7 +146,7 @@ class Catalogue:
                     raise CatalogueError(f"voice {voice.name!r}: the name is taken by another voice")
                 entries.append(entry)
             except CatalogueError as e:
-                log.error("%s; the voice is skipped", e)
+                log.log(logging.DEBUG if preview else logging.ERROR, "%s; the voice is skipped", e)
                 errors.append(str(e))
         if not entries:
             reason = "; ".join(errors) or "the model has no preset speakers and config.yaml defines no voices"
@@ -190,7 +197,9 @@ class Catalogue:
             if kind != "base":
                 raise CatalogueError(f"{where} clones a voice (ref_audio), which needs a Base model; "
                                      f"the model is {self.label}")
-            if clone is None:
+            if self.preview and not Path(voice.ref_audio).is_file():
+                raise CatalogueError(f"{where}: recording {voice.ref_audio} not found")
+            if clone is None and not self.preview:
                 raise CatalogueError(f"{where} clones a voice, but no model is loaded to clone it with")
         elif voice.speaker is not None:
             if kind != "custom_voice":
@@ -228,14 +237,14 @@ class Catalogue:
                           speaker=speaker.name if speaker else None, instruct=voice.instruct, clone=prompt)
 
 
-def build_info(catalogue: Catalogue | None, version: str, loading: str = "") -> Info:
-    """Wyoming `Info`: one installed TTS program with every voice, identical on every call.
-    While the model loads (no catalogue yet) the program is there without voices, so
-    `describe` is answered from the start."""
-    voices = [] if catalogue is None else [
-        TtsVoice(name=e.name, attribution=ATTRIBUTION, installed=True, description=e.description, version=None,
-                 languages=list(e.languages), speakers=None) for e in catalogue.voices]
-    description = f"{catalogue.label} on OpenVINO" if catalogue is not None else f"loading {loading}"
+def build_info(catalogue: Catalogue, version: str) -> Info:
+    """Wyoming `Info`: one installed TTS program with every voice, identical on every call and
+    the same for a preview catalogue as for the loaded model's (unless a clone voice fails to
+    encode). Home Assistant builds its entity from the first `info` it gets, so a program
+    without voices is never published."""
+    voices = [TtsVoice(name=e.name, attribution=ATTRIBUTION, installed=True, description=e.description,
+                       version=None, languages=list(e.languages), speakers=None) for e in catalogue.voices]
+    description = f"{catalogue.label} on OpenVINO"
     program = TtsProgram(name=PROGRAM_NAME, attribution=ATTRIBUTION, installed=True, description=description,
                          version=version, voices=voices, supports_synthesize_streaming=True)
     return Info(tts=[program])

@@ -1,0 +1,143 @@
+"""Start-up: the voice list first (from the model's config.json, in seconds), then the model
+(download, conversion, compilation, engine, warm-up), each phase logged with its time."""
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import time
+from collections.abc import Iterator
+from functools import partial
+from pathlib import Path
+
+import openvino as ov
+
+from .. import __version__
+from ..config import ServerConfig, VoiceConfig
+from ..engine.clone import ClonePrompt, CloneError, Cloner
+from ..engine.devices import GRAPHS, place
+from ..engine.model import LoadedModel
+from ..engine.sampling import SamplingParams
+from ..engine.scheduler import Scheduler
+from ..engine.stream import EngineError
+from ..model.spec import ConfigError as SpecError
+from ..model.spec import VoiceSpec, parse_voice_spec
+from .models import ModelSourceError, conversion_dir, prepare_model
+from .service import Service
+from .voices import Catalogue, build_info
+
+log = logging.getLogger("wyoming-qwen3tts")
+
+WARM_UP_S = 300.0  # a voice's first words, which may prime the decoder with a long reference
+
+
+@contextlib.contextmanager
+def phase(what: str) -> Iterator[None]:
+    """Log how long a start-up phase took."""
+    start = time.monotonic()
+    yield
+    log.info("%s: %.1f s", what, time.monotonic() - start)
+
+
+def download_config(repo: str, revision: str | None) -> Path:
+    """A hub checkpoint's config.json alone (from the Hugging Face cache when it is there)."""
+    try:
+        from huggingface_hub import hf_hub_download
+    except ImportError:
+        raise ModelSourceError(f"downloading {repo} needs huggingface_hub: "
+                               f"pip install 'wyoming-qwen3tts[convert]'") from None
+    return Path(hf_hub_download(repo, "config.json", revision=revision))
+
+
+def config_file(source: str, data_dir: Path, weights: str) -> Path:
+    """The config.json that says which voices `source` has: a directory's own (converted or
+    checkpoint), an earlier conversion's, or the hub checkpoint's (downloaded alone)."""
+    path = Path(source).expanduser()
+    if path.is_dir():
+        return path / "config.json"
+    converted = conversion_dir(source, data_dir, weights) / "config.json"  # raises for a bad source
+    if converted.is_file():
+        return converted
+    repo, _, revision = source.partition("@")
+    return download_config(repo, revision or None)
+
+
+def read_voice_spec(config: ServerConfig) -> VoiceSpec | None:
+    """The model's voice spec from its config.json, or None when that cannot be had now (the
+    hub unreachable: loading the model says why, or succeeds from a cache)."""
+    model = config.model
+    try:
+        file = config_file(model.source, model.data_path, model.weights)
+        return parse_voice_spec(json.loads(file.read_text(encoding="utf-8")), where=str(file))
+    except ModelSourceError:
+        raise
+    except (OSError, ValueError, SpecError) as e:  # huggingface_hub's errors are OSErrors or ValueErrors
+        log.warning("the voice list is not known before the model is loaded (%s: %s); describe is not "
+                    "answered until then", type(e).__name__, e)
+        return None
+
+
+def preview_catalogue(config: ServerConfig) -> Catalogue | None:
+    """The voices the server will offer, before the model is loaded (None: not known yet).
+    A configuration that cannot serve any voice fails here, before minutes of download."""
+    with phase("voice list from the model's config.json"):
+        spec = read_voice_spec(config)
+        if spec is None:
+            return None
+        return Catalogue(spec, config.voices, config.server.default_voice, preview=True)
+
+
+def requested_devices(config: ServerConfig) -> dict[str, str]:
+    return {graph: getattr(config.devices, graph) for graph in GRAPHS}
+
+
+def build_service(config: ServerConfig) -> Service:
+    """Convert if needed, compile, start the engine, prepare the voices, warm up."""
+    start = time.monotonic()
+    devices = place(requested_devices(config), ov.Core().available_devices)
+    with phase("model files (download and conversion when needed)"):
+        model_dir = prepare_model(config.model.source, config.model.data_path, config.model.weights)
+    engine_config = config.engine
+    with phase("compilation"):
+        model = LoadedModel(model_dir, devices["talker"], config.precision.inference, config.precision.kv_cache,
+                            chunks=(engine_config.first_chunk, engine_config.steady_chunk),
+                            threads=config.devices.threads, subcode_device=devices["subcode"],
+                            decoder_device=devices["decoder"], runner=engine_config.runner,
+                            cache_dir=config.model.data_path / "ov-cache")
+    params = SamplingParams.from_defaults(model.spec.generation, seed=config.server.seed)
+    params = params.greedy() if config.server.greedy else params
+    engine = Scheduler(model, engine_config, defaults=params).start()
+    cloner = Cloner(model) if model.spec.model_type == "base" else None
+    try:
+        with phase("voices"):
+            clone = partial(prepare_clone, cloner, engine, params) if cloner else None
+            catalogue = Catalogue(model.spec, config.voices, config.server.default_voice, clone)
+            if cloner:
+                cloner.close()  # the encoders are needed no more
+        for problem in catalogue.errors:
+            log.warning("voice skipped: %s", problem)
+        default = catalogue.default
+        if default.clone is None or default.clone.ref_codes is None:  # in-context clones spoke already
+            with phase("warm-up"):
+                engine.submit(default.request("Hello.", default.default_language), params,
+                              max_frames=2).read_all(WARM_UP_S)
+    except BaseException:
+        engine.close()
+        raise
+    log.info("model loaded in %.1f s; %d voices: %s", time.monotonic() - start, len(catalogue.voices),
+             ", ".join(v.name for v in catalogue.voices))
+    return Service(engine, catalogue, build_info(catalogue, __version__), params, config.server)
+
+
+def prepare_clone(cloner: Cloner, engine: Scheduler, params: SamplingParams, voice: VoiceConfig) -> ClonePrompt:
+    """A clone voice of config.yaml, ready to serve: the recording through the encoders (or
+    from their cache), and an in-context clone's first words, which prime the decoder state
+    the runner keeps for it. Any failure is a CloneError: the catalogue skips the voice."""
+    where = f"voice {voice.name!r}"
+    prompt = cloner.prompt(voice.ref_audio, voice.ref_text, voice.x_vector_only, where=where)
+    if prompt.ref_codes is not None:
+        try:
+            engine.submit(prompt.request("Hello.", "auto"), params, max_frames=2).read_all(WARM_UP_S)
+        except (EngineError, ValueError, TimeoutError) as e:
+            raise CloneError(f"{where}: the first synthesis failed: {e}") from None
+    return prompt
