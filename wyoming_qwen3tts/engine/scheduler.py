@@ -79,6 +79,7 @@ class Scheduler:
         self._stopping = False
         self._thread: threading.Thread | None = None
         self._window = MetricsWindow()
+        self._idle = True  # no request running or waiting, as of the last tick
         self._metrics = self._snapshot()
         log.info("engine (%s runner): %d KV blocks of %d tokens (%.0f MB), batch %d, queue %d", config.runner,
                  self.runner.pool.num_blocks, self.runner.block_size,
@@ -183,7 +184,10 @@ class Scheduler:
         if self.runner.active:
             self._step()
         with self._lock:
-            self._metrics = self._snapshot()
+            self._metrics = m = self._snapshot()
+        if not self._idle and not m.active and not m.queue_depth:  # every block should be back (the soak reads it)
+            log.debug("engine idle: %d/%d KV blocks free", m.blocks_free, m.blocks_total)
+        self._idle = not m.active and not m.queue_depth
 
     def _timeout_error(self, req: _Request) -> RequestTimeout:
         return RequestTimeout(f"request {req.id} timed out after {time.monotonic() - req.submitted:.1f} s")
