@@ -136,6 +136,9 @@ class Speech:
                 self._inflight.append(self._submit(sentence))
             except (EngineError, ValueError) as e:
                 self.fail(SpeechError(str(e), error_code(e)))
+            except Exception as e:  # noqa: BLE001 - a bug: this response fails, the server goes on
+                log.exception("%s: synthesis failed", self._label)
+                self.fail(SpeechError(f"synthesis failed: {e}", "SynthesisFailed"))
 
     def _cancel_all(self) -> None:
         self._pending.clear()
