@@ -1,4 +1,4 @@
-"""The offline codec decoder graph against the official decoder (reference §4.2, Pitfalls 6–7).
+"""The offline codec decoder graph against the official decoder (docs/MODEL.md §7, §8.5).
 
 Compared with one official `decoder(codes)` forward over the whole sequence (not `decode()`,
 which is a 300-frame chunked approximation beyond 300 frames), always after an IR round trip.
@@ -72,7 +72,7 @@ def test_batch_rows_equal_single_rows(offline) -> None:
 
 
 def test_fp16_weights_bounded_error(tiny, official_decoder, tmp_path) -> None:
-    """fp16 weights are not exact (Pitfall 6): the error must stay small, and is logged."""
+    """fp16 weights are not exact (docs/MODEL.md §7.3): the error must stay small, and is logged."""
     model = build_codec_decoder(Checkpoint(tiny), Weights("fp16"))
     compiled = round_trip(model, tmp_path / "codec16.xml")
     codes = np.random.default_rng(3).integers(0, 2048, (1, 16, 120))

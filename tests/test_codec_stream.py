@@ -1,4 +1,4 @@
-"""Streaming codec graphs: any chunk schedule must give the offline decode's samples (reference §4.3).
+"""Streaming codec graphs: any chunk schedule must give the offline decode's samples (docs/MODEL.md §8).
 
 All graphs go through an IR round trip and run in f32. Streams are decoded concurrently in
 random batches of 2–3 streams per call, mixing fresh and running streams, first-chunk and

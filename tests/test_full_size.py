@@ -18,7 +18,7 @@ from parity import Official, Ours, assert_same
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
 from wyoming_qwen3tts.model.prompt import VoiceRequest
 
-# Parameter counts of the released architecture (reference §1.6): 0.6B-Base 914.64 M with an
+# Parameter counts of the released architecture (docs/MODEL.md §12): 0.6B-Base 914.64 M with an
 # 8.85 M speaker encoder -> 905.79 M for CustomVoice; codec decoder 114.32 M.
 TALKER_PARAMS = 905_788_672
 CODEC_DECODER_PARAMS = 114_323_137

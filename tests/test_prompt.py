@@ -28,7 +28,7 @@ def test_custom_voice_non_streaming_length(models):
     spec, tok = models[("tiny", "custom_voice")]
     n = len(tok.encode("Hello there."))
     p = layout(models, ("tiny", "custom_voice"), text="Hello there.", speaker="ryan", language="english")
-    assert len(p) == n + 11  # role 3 + 6 prefix + (n+1) text + 1 (worked example, reference §2.6)
+    assert len(p) == n + 11  # role 3 + 6 prefix + (n+1) text + 1 (worked example, docs/MODEL.md §5.6)
     assert p.codec_ids[:3].tolist() == [NO_CODEC] * 3
     assert p.codec_ids[3:9].tolist() == [2154, 2156, 2050, 2157, 3061, 2148]
     assert p.codec_ids[-1] == 2149 and p.text_ids[-1] == 151671

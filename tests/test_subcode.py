@@ -1,4 +1,4 @@
-"""The subcode graph against the official code predictor (reference §3, talker forward §2.7).
+"""The subcode graph against the official code predictor (docs/MODEL.md §4, talker input §4.3).
 
 Greedy codes and frame embeddings must equal the official `code_predictor.generate` as the
 official talker forward calls it. Sampled codes are checked against a numpy statement of

@@ -1,4 +1,4 @@
-"""The 12 Hz codec decoder as an OpenVINO graph: codes [B, 16, T] -> pcm [B, T·1920] (reference §4.2).
+"""The 12 Hz codec decoder as an OpenVINO graph: codes [B, 16, T] -> pcm [B, T·1920] (docs/MODEL.md §7).
 
 Mirrors `Qwen3TTSTokenizerV2Decoder.forward` block by block:
 

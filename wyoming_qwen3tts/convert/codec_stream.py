@@ -1,6 +1,6 @@
 """Exact streaming codec decoder graphs: static chunks of n frames, explicit state in and out.
 
-The decoder is strictly causal (reference §4.3), so a stream decoded chunk by chunk equals
+The decoder is strictly causal (docs/MODEL.md §8.1), so a stream decoded chunk by chunk equals
 one offline decode if every block gets its real past instead of zeros. That past is the state:
 
     state.position                               [B] i64   frames decoded so far (RoPE continues)

@@ -1,4 +1,4 @@
-"""The prompt-embedding graph: both input tracks of the talker (reference §2.6–2.7).
+"""The prompt-embedding graph: both input tracks of the talker (docs/MODEL.md §5, §4.3).
 
     embeds[i] = (text_ids[i] ≥ 0 ? text_projection(text_embedding[text_ids[i]]) : 0)
               + (codec_ids[i] ≥ 0 ? codec_embedding[codec_ids[i]] : 0)

@@ -1,4 +1,4 @@
-"""The code-predictor ("sub-talker") graph: one call per frame fills codebooks 1..15 (reference §3).
+"""The code-predictor ("sub-talker") graph: one call per frame fills codebooks 1..15 (docs/MODEL.md §4).
 
 The official loop runs 15 `forward` calls per frame over a fresh KV cache of ≤16
 positions; here the 15 steps are unrolled into one graph whose per-layer keys/values are
@@ -7,7 +7,7 @@ in-graph so the host makes one inference call per frame for a whole batch:
 
     step 1:    x = proj([h ; E0[c0]])                 positions 0,1 (causal) → lm_head[0] → c1
     step g≥2:  x = proj(codec_embedding[g-2][c_{g-1}]) position g (sees all) → lm_head[g-1] → c_g
-    frame_embedding = E0[c0] + Σ_g codec_embedding[g-1][c_g]   (talker input sans trailing text, §2.7)
+    frame_embedding = E0[c0] + Σ_g codec_embedding[g-1][c_g]   (talker input sans trailing text, docs/MODEL.md §4.3)
 
 Sampling per row, in HF order (temperature → top-k → top-p → softmax), then inverse CDF
 with a host-supplied uniform number so a seed reproduces the codes; temperature ≤ 0 means

@@ -1,4 +1,4 @@
-"""The Qwen3 decoder layer shared by the talker and the code predictor (reference §2.2).
+"""The Qwen3 decoder layer shared by the talker and the code predictor (docs/MODEL.md §3.2).
 
     x += o_proj(attn(RoPE(q_norm(q_proj(rms(x)))), RoPE(k_norm(k_proj(rms(x)))), v_proj(rms(x))))
     x += down(silu(gate(rms(x))) * up(rms(x)))

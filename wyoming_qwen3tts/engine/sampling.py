@@ -1,4 +1,4 @@
-"""Sampling semantics of the official implementation (reference §2.8, §3).
+"""Sampling semantics of the official implementation (docs/MODEL.md §6).
 
 Talker logits go through, in transformers' order: repetition penalty over the group-0
 codes generated so far (never the prompt) → EOS masked for the first `min_new_tokens`

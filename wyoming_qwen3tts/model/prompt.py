@@ -4,7 +4,7 @@ The talker's input at each prompt position is the sum of a text track
 (`text_projection(text_embedding(id))`) and a codec track (a row of `codec_embedding`,
 the speaker vector, or the 16-codebook sum of a reference frame). This module decides
 *which* ids sit on each track, exactly as the official `generate()` lays them out
-(reference §2.5–2.7); `embed.py` turns a layout into vectors.
+(docs/MODEL.md §5); `embed.py` turns a layout into vectors.
 
     [instruct?] [role: im_start assistant \\n]
     [tts_pad × (Lc-2), tts_bos] + codec prefix minus its final bos

@@ -5,7 +5,7 @@ The real repos ship `vocab.json`, `merges.txt` and `tokenizer_config.json` and n
 the real Qwen base vocabulary (`qwen_base_ranks`, 151,643 ranks; its merges.txt comes out at
 1,671,853 bytes, the size of the real Qwen2 file) or a tiny deterministic one (`tiny_ranks`).
 
-Small vocabularies (reference "Pitfalls" 1), verified with transformers 4.57.3: the slow
+Small vocabularies (docs/MODEL.md §11), verified with transformers 4.57.3: the slow
 Qwen2Tokenizer keeps the ids of `added_tokens_decoder`, but Qwen2TokenizerFast and the
 official processor give added tokens the next free ids after the vocabulary (656 tokens ->
 `<|endoftext|>` = 656, `<|im_start|>` = 657 instead of 151643/151644). `write_tokenizer_files`
