@@ -12,7 +12,7 @@ inputs (past_lens, subsequence_begins, block_indices, block_indices_begins,
 max_context_len, key_cache.N, value_cache.N) and `sample_rows` [S]: the token rows whose
 outputs are wanted (the last token of each sequence), so the head runs on S rows only.
 Outputs: `logits` [S, codec vocab] and `hidden` [S, H] (final-norm hidden state, the
-code predictor's input).
+code predictor's input). The recipe and its traps: docs/OPENVINO.md §1–§3.
 """
 from __future__ import annotations
 

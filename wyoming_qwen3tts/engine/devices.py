@@ -5,6 +5,7 @@ bf16: every property that changes numbers is therefore set explicitly, and `auto
 each graph's precision from what its device reports, never from OpenVINO's defaults. A
 device that is not there falls back to the CPU with one warning; the NPU compiles static
 shapes only, so it may take the codec decoder (its chunk graphs are static) and nothing else.
+The OpenVINO behaviour behind these rules: docs/OPENVINO.md §3, §4, §8.
 """
 from __future__ import annotations
 
