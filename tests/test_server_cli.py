@@ -18,19 +18,19 @@ from wyoming_qwen3tts.server.app import parse_args
 from test_server import free_port
 
 
-def ready(uri: str, seen: list[str]) -> bool:
-    """Whether the server lists its voices (it answers describe while loading, without)."""
-    async def ask() -> bool:
+def describe(uri: str) -> Info | None:
+    """The server's info; None while it does not answer with one (not listening yet, or the
+    voice list not known yet: then it closes the connection)."""
+    async def ask() -> Info | None:
         async with AsyncClient.from_uri(uri, connect_timeout=1, read_timeout=5) as client:
             await client.write_event(Describe().event())
-            (program,) = Info.from_event(await client.read_event()).tts
-            seen.append(program.description)
-            return bool(program.voices)
+            event = await client.read_event()
+            return None if event is None else Info.from_event(event)
 
     try:
         return asyncio.run(ask())
     except OSError:
-        return False
+        return None
 
 
 def test_the_server_process_serves_and_stops(converted_factory, tmp_path):
@@ -44,13 +44,16 @@ def test_the_server_process_serves_and_stops(converted_factory, tmp_path):
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
         deadline = time.monotonic() + 120
-        descriptions: list[str] = []
-        while not ready(uri, descriptions):
+        while (info := describe(uri)) is None:  # the first info already lists every voice
             assert proc.poll() is None, proc.stdout.read()
             assert time.monotonic() < deadline, "the server did not come up"
-            time.sleep(0.3)
+            time.sleep(0.1)
+        (program,) = info.tts
+        assert len(program.voices) == 9 and program.description.endswith("on OpenVINO")
+        # sent at once, probably while the model compiles: it waits for it (server.loading_wait)
         reply = asyncio.run(synthesize(uri, "Hello from a process."))  # no voice: the configured default
         assert len(reply.audio) == 12 * 1920 * 2
+        assert describe(uri).to_dict() == info.to_dict()
 
         async def stop_while_speaking() -> None:
             async with AsyncClient.from_uri(uri, read_timeout=30) as client:
@@ -59,8 +62,11 @@ def test_the_server_process_serves_and_stops(converted_factory, tmp_path):
                 while (await client.read_event()).type != "audio-chunk":
                     pass
                 proc.send_signal(signal.SIGTERM)
-                while await client.read_event() is not None:  # the server ends the connection
-                    pass
+                events = []
+                while (event := await client.read_event()) is not None:  # the server ends the connection
+                    events.append(event.type)
+                # no synthesize-stop was sent: after the grace period the stream is cancelled, and ends
+                assert events[-3:] == ["error", "audio-stop", "synthesize-stopped"]
 
         asyncio.run(stop_while_speaking())
         assert proc.wait(30) == 0
@@ -69,9 +75,14 @@ def test_the_server_process_serves_and_stops(converted_factory, tmp_path):
             proc.kill()
             proc.wait()
     log = proc.stdout.read()
-    assert "voice ryan" in log and "ready on" in log and "Traceback" not in log
-    assert descriptions[-1].endswith("on OpenVINO")  # loading answers, if any came first, say "loading ..."
-    assert all(d.startswith("loading ") for d in descriptions[:-1])
+    assert "voice ryan" in log and "Traceback" not in log
+    for phase in ("listening on", "voice list from the model's config.json:", "model files", "compilation:",
+                  "warm-up:", "model loaded in", "ready on"):
+        assert phase in log, phase
+    assert log.index("listening on") < log.index("voice list from") < log.index("compilation:") < log.index("ready on")
+    assert "stopping on SIGTERM: 1 requests in flight" in log
+    assert "stopped: 0 requests finished, 1 cancelled" in log
+    assert "failed: the server is shutting down (ShuttingDown)" in log
 
 
 def test_version_and_bad_settings(tmp_path):
