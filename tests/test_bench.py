@@ -138,7 +138,8 @@ def test_bench_writes_every_figure(work_dir, tmp_path):
                  "--bandwidth-mb", "32", "--peers", "official,vox", "--vox-python", sys.executable]) == 0
     assert (out / "bench-tiny.png").read_bytes().startswith(b"\x89PNG")
     text = (out / "bench-tiny.md").read_text()
-    for heading in ("## One stream", "## Concurrent streams", "## The limit", "## Biggest costs"):
+    for heading in ("## One stream", "## Concurrent streams", "## Memory by component", "## The limit",
+                    "## Biggest costs"):
         assert heading in text
     assert "| ours | official (" in text and f"vox {vox_peer.VERSION} (q8) | ours vs official | ours vs vox |" in text
     assert "| frames/s, generation only | – |" in text
@@ -155,6 +156,8 @@ def test_bench_writes_every_figure(work_dir, tmp_path):
     assert [level["streams"] for level in ours["levels"]] == STREAMS
     assert ours["prompt_tokens"] > 0 and ours["blocks_total"] > 0 and ours["setup"]["max_batch"] == max(STREAMS)
     assert ours["precisions"] == {"talker": "f32", "subcode": "f32", "decoder": "f32"}  # the bench's default
+    assert [mark[0] for mark in ours["memory"]] == ["before", "codec", "talker", "subcode", "warm-up"]
+    assert all(anon > 0 and file >= 0 for _, anon, file in ours["memory"])
     for level in ours["levels"]:
         for key in ("aggregate_fps", "ttfa_p50_s", "ttfa_p90_s", "rtf", "step_ms"):
             _spread(level[key])

@@ -48,6 +48,10 @@ def test_native_runner_keeps_no_ir_page_resident(model_dir):
     assert set(bins) <= set(resident), "the runner maps its graphs' weights for their whole life"
     assert not any(name.startswith("codec_first_") for name in resident), "one decoder graph, not two"
     assert {b: resident[b] for b in bins} == dict.fromkeys(bins, 0), resident  # compiled, run once, released
+    marks = engine.runner.load_memory  # what the bench's memory table is made of
+    assert [stage for stage, _, _ in marks] == ["before", "codec", "talker", "subcode"]
+    assert all(anon > 0 and file > 0 for _, anon, file in marks), marks
+    assert marks[2][1] > marks[1][1], marks  # the talker's packed weights: anonymous memory of the plugin
     params = SamplingParams.from_defaults(model.spec.generation, seed=1)
     stream = engine.submit(VoiceRequest("Hello there.", "english", "ryan"), params, max_frames=10)
     while not stream.done:

@@ -122,6 +122,12 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("pool", &Runner::pool, py::return_value_policy::reference_internal)
       .def_property_readonly("times", &Runner::times, py::return_value_policy::copy)
       .def_property_readonly("active", &Runner::active)
+      .def_property_readonly("load_memory", [](const Runner& r) {
+        py::list marks;  // (stage, anon kB, file kB)
+        for (const auto& mark : r.load_memory())
+          marks.append(py::make_tuple(mark.stage, mark.resident.anon_kb, mark.resident.file_kb));
+        return marks;
+      })
       .def("frame_budget", &Runner::frame_budget)
       .def("can_admit", &Runner::can_admit)
       .def(

@@ -38,9 +38,13 @@ ov::Tensor tensor_of(const std::vector<T>& values, ov::element::Type type, ov::S
 }  // namespace
 
 Runner::Runner(const RunnerConfig& config) : config_(config) {
+  load_memory_.push_back({"before", ResidentMemory::now()});
   compile_codec();  // the largest weights first: each graph's file pages are gone before the next is read
+  load_memory_.push_back({"codec", ResidentMemory::now()});
   compile_talker();
+  load_memory_.push_back({"talker", ResidentMemory::now()});
   compile_subcode();
+  load_memory_.push_back({"subcode", ResidentMemory::now()});
 }
 
 void Runner::compile_codec() {

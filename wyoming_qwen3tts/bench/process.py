@@ -37,6 +37,17 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
+def resident_kb() -> tuple[int, int]:
+    """(anonymous, file-backed) resident kB of this process now: what the plugins allocated,
+    and the pages of mapped files (weights) still in memory."""
+    fields = {}
+    with open("/proc/self/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            fields[key] = value
+    return tuple(int(fields.get(key, "0 kB").split()[0]) for key in ("RssAnon", "RssFile"))  # type: ignore[return-value]
+
+
 def peak_rss_mb() -> float:
     """Largest resident set size this process has had (Linux reports KiB)."""
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024

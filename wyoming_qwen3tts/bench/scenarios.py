@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import time
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from ..engine.audio import SAMPLE_RATE
@@ -18,7 +18,7 @@ from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
 from ..engine.metrics import EngineMetrics
 from ..model.prompt import VoiceRequest
-from .process import peak_rss_mb, rss_mb
+from .process import peak_rss_mb, resident_kb, rss_mb
 from .stats import Spread, percentile
 
 log = logging.getLogger(__name__)
@@ -82,6 +82,9 @@ class OursResult:
     block_size: int  # tokens per KV block
     kv_block_mb: float
     levels: list[LevelResult]
+    # (stage, anonymous MB, file MB) resident: before the runner, after each graph it compiled
+    # (native runner only), after the warm-up request; the one-stream process
+    memory: list[tuple[str, float, float]] = field(default_factory=list)
 
     @property
     def one(self) -> LevelResult:
@@ -187,7 +190,10 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
         loaded = rss_mb()
         warm_up = Workload(work.text, work.speaker, work.language, min(work.frames, setup.steady_chunk + 2), 1)
         _one_run(engine, voice, warm_up, 1, seed=1)  # first inferences allocate and pick kernels
+        memory = [(stage, anon / 1024, file / 1024) for stage, anon, file in getattr(engine.runner, "load_memory", [])]
+        memory.append(("warm-up", *(kb / 1024 for kb in resident_kb())))
         results = [_level(engine, voice, work, n) for n in levels]
         metrics = engine.metrics()
     return OursResult(str(model_dir), setup, load_s, loaded, dict(model.precisions), len(model.prompt(voice)),
-                      metrics.blocks_total, engine.runner.block_size, engine.runner.kv_block_bytes / 2**20, results)
+                      metrics.blocks_total, engine.runner.block_size, engine.runner.kv_block_bytes / 2**20, results,
+                      memory)

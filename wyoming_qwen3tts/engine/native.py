@@ -76,6 +76,11 @@ class NativeRunner:
         return self._runner.active
 
     @property
+    def load_memory(self) -> list[tuple[str, int, int]]:
+        """(stage, anonymous kB, file kB) resident before loading and after each graph."""
+        return list(self._runner.load_memory)
+
+    @property
     def times(self) -> StepTimes:
         t = self._runner.times
         return StepTimes(t.steps, t.talker_s, t.subcode_s, t.codec_s, t.host_s)

@@ -16,6 +16,7 @@
 #include "qwen3tts/block_pool.hpp"
 #include "qwen3tts/codec_stream.hpp"
 #include "qwen3tts/mapped_ir.hpp"
+#include "qwen3tts/resident_memory.hpp"
 #include "qwen3tts/sequence.hpp"
 
 namespace qwen3tts {
@@ -57,6 +58,8 @@ class Runner {
   const BlockPool& pool() const { return *pool_; }
   const StepTimes& times() const { return times_; }
   const std::vector<std::shared_ptr<Sequence>>& active() const { return active_; }
+  // Resident memory before loading and after each graph was compiled, run once and released.
+  const std::vector<MemoryMark>& load_memory() const { return load_memory_; }
 
   // Frames a sequence may generate: its cap, cut to what the cache can ever hold; throws
   // std::invalid_argument when the prompt alone can never fit.
@@ -98,6 +101,7 @@ class Runner {
   std::vector<std::shared_ptr<Sequence>> active_;
   int64_t next_id_ = 0;
   StepTimes times_;
+  std::vector<MemoryMark> load_memory_;
   std::list<std::pair<std::vector<int64_t>, CodecState>> primed_;  // most recent first
   static constexpr size_t kPrimedStates = 32;  // as PRIMED_STATES in engine/runner.py
 };
