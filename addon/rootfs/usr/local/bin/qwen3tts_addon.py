@@ -4,10 +4,14 @@ without Docker or bashio.
 
   serve     /data/options.json -> the server's command line (the extra voices become a small
             config file, the only way the server takes them), then exec the server
-  discover  once the server has loaded its model (its `info` lists voices), announce it to
-            the Supervisor, which makes Home Assistant offer the Wyoming integration
-  health    exit 0 when the server answers `describe` (the image's HEALTHCHECK); it does
-            from the start, also while the model is downloaded and converted
+  discover  once the server lists its voices, announce it to the Supervisor, which makes
+            Home Assistant offer the Wyoming integration. The server lists them seconds after
+            it starts (from the model's config.json), before the model is downloaded,
+            converted and compiled; requests sent meanwhile wait for the model (the server's
+            loading_wait), so an entry set up early works once the model is loaded
+  health    exit 0 when the server answers `describe` (the image's HEALTHCHECK): its event
+            loop runs and its voice list is known (it closes the connection unanswered until
+            then, seconds after start), also while the model is downloaded and converted
 """
 from __future__ import annotations
 
@@ -131,13 +135,13 @@ def describe(host: str = "127.0.0.1", port: int = PORT, timeout: float = 5.0) ->
 
 
 def has_voices(info: Mapping[str, Any] | None) -> bool:
-    """True once the model is loaded: until then the server's TTS program lists no voices, and
-    Home Assistant would set the integration up with nothing to choose."""
+    """True once the server's TTS program lists voices (the server never answers with an
+    empty one; Home Assistant would set the integration up with nothing to choose)."""
     return info is not None and any(program.get("voices") for program in info.get("tts") or [])
 
 
 def ready() -> bool:
-    """Discovery's condition: the server on this machine has loaded its model."""
+    """Discovery's condition: the server on this machine lists its voices."""
     return has_voices(describe())
 
 
@@ -157,7 +161,7 @@ def discover(env: Mapping[str, str], hostname: str, probe: Callable[[], bool] = 
              post: Callable[[str, Mapping[str, Any], str], Mapping[str, Any]] = post_json,
              sleep: Callable[[float], Any] = time.sleep, interval: float = 2.0,
              url: str = DISCOVERY_URL) -> str | None:
-    """Wait until the server has loaded its model, then send {"uri": "tcp://<hostname>:10200"}
+    """Wait until the server lists its voices, then send {"uri": "tcp://<hostname>:10200"}
     as a `wyoming` discovery (bashio::discovery's call). Returns the discovery's uuid, or None when skipped
     (no Supervisor) or refused: discovery is a convenience, so a failure is logged, not fatal
     (the integration can still be added by host and port)."""
@@ -167,8 +171,8 @@ def discover(env: Mapping[str, str], hostname: str, probe: Callable[[], bool] = 
         return None
     waited = 0.0
     while not probe():
-        if waited % 60 < interval:  # the first start converts the model: say so once a minute
-            log.info("waiting for the model to load before announcing the server to Home Assistant")
+        if waited % 60 < interval:  # say so once a minute
+            log.info("waiting for the server to list its voices before announcing it to Home Assistant")
         sleep(interval)
         waited += interval
     uri = f"tcp://{hostname}:{PORT}"
