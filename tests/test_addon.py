@@ -30,7 +30,6 @@ from wyoming_qwen3tts.engine.devices import PRECISION_SETTINGS, DeviceError, pla
 from wyoming_qwen3tts.server import app
 from wyoming_qwen3tts.server.handler import ServiceSlot, TtsHandler
 from wyoming_qwen3tts.server.models import conversion_dir
-from wyoming_qwen3tts.server.voices import build_info
 
 ADDON = Path(__file__).resolve().parents[1] / "addon"
 RUN_SCRIPT = ADDON / "rootfs/usr/local/bin/qwen3tts_addon.py"
@@ -407,8 +406,8 @@ def test_describe_probe_with_nothing_listening() -> None:
 @pytest.fixture
 def real_handler() -> Iterator[tuple[ServiceSlot, int]]:
     """The server's own Wyoming handler on a loopback port, with a slot whose info the test
-    sets (what `wyoming-qwen3tts` answers while loading, and once loaded)."""
-    slot = ServiceSlot(build_info(None, __version__, loading=DEFAULT_MODEL))
+    sets (none until the voice list is known, then the voices)."""
+    slot = ServiceSlot()
     with socket.create_server(("127.0.0.1", 0)) as placeholder:
         port = placeholder.getsockname()[1]
     server = AsyncTcpServer("127.0.0.1", port)
@@ -430,13 +429,11 @@ def real_handler() -> Iterator[tuple[ServiceSlot, int]]:
     thread.join(10)
 
 
-def test_health_while_loading_discovery_once_loaded(real_handler: tuple[ServiceSlot, int]) -> None:
-    """Healthy from the start (the server answers while it downloads and converts), but
-    announced only once its TTS program lists voices."""
+def test_announced_once_the_server_lists_voices(real_handler: tuple[ServiceSlot, int]) -> None:
+    """Until the server knows its voice list it leaves `describe` unanswered (Home Assistant
+    retries); the add-on announces it only once its TTS program lists voices."""
     slot, port = real_handler
-    loading = addon.describe("127.0.0.1", port)
-    assert loading is not None and loading["tts"][0]["voices"] == []
-    assert not addon.has_voices(loading)
+    assert addon.describe("127.0.0.1", port) is None
     slot.info = Info(tts=[TtsProgram(name="qwen3tts", attribution=Attribution(name="", url=""), installed=True,
                                      description="loaded", version=__version__, voices=[
                                          TtsVoice(name="ryan", attribution=Attribution(name="", url=""),

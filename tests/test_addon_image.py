@@ -151,7 +151,8 @@ def wheelhouse(tools: None) -> Path:
         _run([_image_python(), "-m", "venv", str(venv)])
     partial = CACHE / "wheels.partial"
     shutil.rmtree(partial, ignore_errors=True)
-    _run([str(venv / "bin/python"), "-m", "pip", "download", "--only-binary=:all:", "--dest", str(partial), *requirements])
+    _run([str(venv / "bin/python"), "-m", "pip", "download", "--only-binary=:all:", "--dest", str(partial),
+          *requirements])
     partial.rename(wheels)
     return wheels
 
@@ -220,8 +221,9 @@ def image(base_image: str, context: tuple[Path, str]) -> Iterator[dict]:
              "--build-arg", f"PACKAGE_URL={package_url}", ".", cwd=ctx)
     seconds = time.monotonic() - start
     inspect = json.loads(_podman("image", "inspect", IMAGE).stdout)[0]
+    config = json.loads(_buildah("inspect", "--type", "image", IMAGE).stdout)["Docker"]["config"]
     measured = {"build_seconds": round(seconds, 1), "size_bytes": inspect["Size"], "version": version,
-                "labels": inspect["Config"].get("Labels") or {}, "healthcheck": inspect.get("HealthCheck")}
+                "labels": config.get("Labels") or {}, "healthcheck": config.get("Healthcheck")}
     print(f"\nadd-on image: built in {seconds / 60:.1f} min, {inspect['Size'] / 1e9:.2f} GB")
     (CACHE / "last-build.json").write_text(json.dumps(measured, indent=2), encoding="utf-8")
     try:
