@@ -121,7 +121,7 @@ class Server:
     def start(self) -> Server:
         assert self.process is None or self.process.proc.poll() is not None
         self.starts += 1
-        exe = shutil.which("wyoming-qwen3tts", path=str(Path(sys.executable).parent)) or shutil.which("wyoming-qwen3tts")
+        exe = shutil.which("wyoming-qwen3tts", path=str(Path(sys.executable).parent))
         argv = [exe or sys.executable, *([] if exe else ["-m", "wyoming_qwen3tts"]),
                 "--model", str(self.model), "--uri", self.uri, "--config", str(self.config),
                 "--data-dir", str(self.data_dir), "--precision", "f32", "--greedy", "--threads", "1"]
@@ -431,6 +431,11 @@ onboarding:
 assist_pipeline:
 conversation:
 """
+# `python -m homeassistant`, except that HA's patch-level Python floor (3.13.2) is lowered to the
+# running 3.13 (pyenv's 3.13.0 here; see install_ha.py): the only check that refuses it.
+LAUNCHER = ("import sys, homeassistant.const as c; c.REQUIRED_PYTHON_VER = min(c.REQUIRED_PYTHON_VER, "
+            "tuple(sys.version_info[:3])); sys.argv[0] = 'hass'; from homeassistant.__main__ import main; "
+            "sys.exit(main())")
 CLIENT_ID = "http://127.0.0.1/"  # onboarding and the token endpoint want a URL
 OWNER = {"name": "E2E Owner", "username": "owner", "password": "e2e-owner-password", "language": "en"}
 
@@ -463,7 +468,7 @@ class HomeAssistant:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTHON", "VIRTUAL_ENV"))}
         env["PATH"] = f"{self.python.parent}:{env.get('PATH', '/usr/bin:/bin')}"
         self.process = Process(f"Home Assistant :{self.port}",
-                               [str(self.python), "-m", "homeassistant", "--config", str(self.config_dir),
+                               [str(self.python), "-c", LAUNCHER, "--config", str(self.config_dir),
                                 "--log-file", str(self.config_dir / f"ha-{self.starts}.log")],
                                self.config_dir / f"ha-stdout-{self.starts}.log", env=env, cwd=self.config_dir)
         wait_until(lambda: http("GET", f"{self.url}/api/onboarding", timeout=5).status in (200, 401),
@@ -486,8 +491,8 @@ class HomeAssistant:
             "grant_type": "authorization_code", "code": reply.json()["auth_code"], "client_id": CLIENT_ID})
         assert token.status == 200, token.body
         self.token, self.refresh_token = token.json()["access_token"], token.json()["refresh_token"]
-        for step in ("core_config", "analytics"):
-            http("POST", f"{self.url}/api/onboarding/{step}", {}, token=self.token)
+        # The other onboarding steps are left undone: core_config would add the weather
+        # integration, which reaches out to the internet.
 
     def _refresh(self) -> None:
         token = http("POST", f"{self.url}/auth/token", form={
