@@ -7,6 +7,7 @@ import logging
 import socket
 import threading
 import time
+from collections.abc import Iterator
 from functools import partial
 
 import numpy as np
@@ -62,8 +63,8 @@ class Server:
         self._thread.join(10)
 
 
-@pytest.fixture(scope="module")
-def server(converted_factory, tmp_path_factory):
+def tiny_server(converted_factory, tmp_path_factory) -> Iterator[Server]:
+    """The tiny model served over loopback TCP (a module-scoped fixture's body)."""
     config = apply_overrides(ServerConfig(engine=EngineConfig(max_frames=24, steady_chunk=8, kv_blocks=64)),
                              model=str(converted_factory("tiny", "custom_voice", "int8")),
                              data_dir=str(tmp_path_factory.mktemp("data")), greedy=True, threads=1,
@@ -73,6 +74,11 @@ def server(converted_factory, tmp_path_factory):
     yield server
     server.close()
     service.engine.close()
+
+
+@pytest.fixture(scope="module")
+def server(converted_factory, tmp_path_factory):
+    yield from tiny_server(converted_factory, tmp_path_factory)
 
 
 def run(coro):

@@ -16,7 +16,7 @@ from wyoming_qwen3tts.config import ServerSettings
 from wyoming_qwen3tts.engine.stream import EngineBusy
 from wyoming_qwen3tts.server import handler as handler_module
 from wyoming_qwen3tts.server.handler import ServiceSlot
-from test_server import THREE, Server, run, server, wait_until_idle  # noqa: F401 - the fixture
+from test_server import THREE, Server, run, tiny_server, wait_until_idle
 
 READ_S = 10.0  # any one event; the tiny model answers in well under a second
 
@@ -54,6 +54,11 @@ def assert_failed(events: list[Event], code: str, streaming: bool = False) -> No
         # before any audio: error, audio-start, audio-stop; mid-answer: ..., error, audio-stop
         assert tail in (["error", "audio-start", "audio-stop"], ["error", "audio-stop"]), kinds
         assert kinds.count("audio-start") == 1 and kinds.count("audio-stop") == 1, kinds
+
+
+@pytest.fixture(scope="module")
+def server(converted_factory, tmp_path_factory):
+    yield from tiny_server(converted_factory, tmp_path_factory)
 
 
 def both(port: int, data: dict, code: str) -> None:
