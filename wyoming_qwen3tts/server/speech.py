@@ -8,9 +8,8 @@ A response always has exactly one audio-start and one audio-stop (Home Assistant
 reader stops at the first audio-stop; its streaming reader takes the format from the first
 audio-start); a streaming response then ends with synthesize-stopped, after errors too.
 
-Every response ends, whatever happens (reference: docs in wyoming-and-home-assistant notes,
-"Exactly what HA's wyoming tts.py does"): a failure sends the `error` event and then the end
-a reader waits for, since released Home Assistant ignores `error` and reads a one-shot reply
+Every response ends, whatever happens: a failure sends the `error` event and then the end a
+reader waits for, since released Home Assistant ignores `error` and reads a one-shot reply
 until `audio-stop` and a streaming one until `synthesize-stopped`. A one-shot failure
 therefore sends error, audio-start (if not sent yet), audio-stop; a streaming one error,
 audio-stop (if audio started), synthesize-stopped. A response that would carry no audio (the
