@@ -22,6 +22,9 @@ from __future__ import annotations
 
 import asyncio
 import http.client
+import itertools
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass
@@ -45,25 +48,38 @@ VOICE = "ryan"
 # --- fixtures ---
 
 @pytest.fixture(scope="module")
+def workdir(request: pytest.FixtureRequest):
+    """Our own directory, not pytest's numbered ones (other pytest sessions on the machine
+    prune those while this module runs for minutes). Kept when a test failed, for its logs."""
+    path = Path(tempfile.mkdtemp(prefix="qwen3tts-e2e-ha-"))
+    failed = request.session.testsfailed
+    yield path
+    if request.session.testsfailed == failed:
+        shutil.rmtree(path, ignore_errors=True)
+    else:
+        print(f"\nlogs of the servers and of Home Assistant: {path}")
+
+
+@pytest.fixture(scope="module")
 def ha_install() -> install_ha.HaInstall:
     return install_ha.ensure()  # InstallError fails every test: no skip
 
 
 @pytest.fixture(scope="module")
-def checkpoint(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def checkpoint(workdir: Path) -> Path:
     from wyoming_qwen3tts.model.synthetic.writer import write_checkpoint
-    return write_checkpoint(tmp_path_factory.mktemp("e2e-ckpt") / "tiny", "tiny", "custom_voice")
+    return write_checkpoint(workdir / "checkpoint", "tiny", "custom_voice")
 
 
 @pytest.fixture(scope="module")
-def converted(checkpoint: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
+def converted(checkpoint: Path, workdir: Path) -> Path:
     from wyoming_qwen3tts.convert.pipeline import convert
-    return convert(checkpoint, tmp_path_factory.mktemp("e2e-converted") / "tiny-int8", weights="int8")
+    return convert(checkpoint, workdir / "converted", weights="int8")
 
 
 @pytest.fixture(scope="module")
-def server(converted: Path, tmp_path_factory: pytest.TempPathFactory):
-    srv = Server(converted, tmp_path_factory.mktemp("e2e-server")).start()
+def server(converted: Path, workdir: Path):
+    srv = Server(converted, workdir / "server").start()
     try:
         srv.wait_loaded(240)
         yield srv
@@ -72,14 +88,13 @@ def server(converted: Path, tmp_path_factory: pytest.TempPathFactory):
 
 
 @pytest.fixture(scope="module")
-def home_assistant(ha_install, tmp_path_factory: pytest.TempPathFactory):
-    ha = HomeAssistant(ha_install.python, ha_install.ffmpeg, tmp_path_factory.mktemp("e2e-ha") / "config")
+def home_assistant(ha_install, workdir: Path):
+    ha = HomeAssistant(ha_install.python, ha_install.ffmpeg, workdir / "ha-config")
     try:
         ha.start()
         yield ha
     finally:
         ha.stop()
-        print(f"Home Assistant logs: {ha.config_dir}")
 
 
 @dataclass
@@ -150,8 +165,13 @@ def direct_seconds(server: Server, text: str, voice: str = VOICE) -> float:
     return asyncio.run(synthesize(server.uri, text, voice=voice, timeout=60)).seconds
 
 
+TAKES = itertools.count(1)
+
+
 def speaks(ha: HomeAssistant, engine: str, ffmpeg: Path, text: str) -> float:
-    """Seconds of MP3 audio HA serves for `text` (0 if none)."""
+    """Seconds of MP3 audio HA serves for `text` (0 if none). Each call says something new:
+    HA keeps every result in its memory cache (also a failed one) and would serve it again."""
+    text = f"{text} Take {next(TAKES)}."
     status, body, _, _ = fetch(ha, engine, text, {"voice": VOICE}, timeout=60)
     if status != 200 or not body:
         return 0.0
@@ -168,13 +188,13 @@ def entry_state(ha: HomeAssistant, entry_id: str) -> str:
 # --- tests ---
 
 def test_an_entry_set_up_while_the_model_loads_works_without_a_reload(home_assistant, checkpoint, ha_install,
-                                                                      tmp_path):
+                                                                      workdir):
     """A user adds the server while it still converts and compiles its model (a first start):
     the entry must end up speaking without the user reloading anything. (The server may make
     HA wait — the form's "cannot connect", a setup retry — but must not hand it an empty
     voice list, which breaks the entity for good.)"""
     ha = home_assistant
-    slow = Server(checkpoint, tmp_path / "slow").start()  # a checkpoint: converted into a fresh data dir first
+    slow = Server(checkpoint, workdir / "slow").start()  # a checkpoint: converted into a fresh data dir first
     entry_id = None
     try:
         wait_until(slow.listening, 60, "the loading server listening", alive=slow.alive)
