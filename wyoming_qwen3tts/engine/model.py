@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Collection
+from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
@@ -24,10 +24,10 @@ class LoadedModel:
     """Compiled graphs of one converted directory plus its spec and tokenizer."""
 
     def __init__(self, model_dir: str | Path, device: str = "CPU", precision: str = "f32",
-                 kv_precision: str = "u8", chunks: Collection[int] | None = None, threads: int | None = None,
+                 kv_precision: str = "u8", chunks: Sequence[int] | None = None, threads: int | None = None,
                  subcode_device: str | None = None, decoder_device: str | None = None, runner: str = "python",
                  cache_dir: str | Path | None = None) -> None:
-        """chunks: the codec chunk sizes of the schedule (None: compile every exported chunk
+        """chunks: the schedule's (first, steady) codec chunk sizes (None: compile every exported chunk
         graph). A compiled full-size codec graph costs 0.3–0.5 GB of RAM, so a server
         compiles only what its schedule needs (codec_graphs); the offline decoder is
         compiled on first use. threads: inference threads per graph (None: all cores).
@@ -64,19 +64,25 @@ class LoadedModel:
         """Codec chunk graphs in the directory: size -> IR path, for kind first or steady."""
         return {int(p.stem.rsplit("_", 1)[1]): p for p in sorted(self.dir.glob(f"codec_{kind}_*.xml"))}
 
-    def codec_graphs(self, chunks: Collection[int]) -> dict[str, dict[int, Path]]:
-        """The exported codec graphs to compile for a schedule's chunk sizes: kind (first,
-        steady) -> size -> IR path. A steady graph that takes the real frame count decodes
-        every chunk up to its length, a stream's first chunk and a reference's priming
-        included, so the shortest one that covers the longest chunk is the only graph
-        compiled: every compiled graph packs every decoder weight again. Steady graphs
-        without it (older conversions) need a graph per chunk size, and a Base model its
+    def codec_graphs(self, chunks: Sequence[int]) -> dict[str, dict[int, Path]]:
+        """The exported codec graphs to compile for a schedule's (first, steady) chunk sizes:
+        kind (first, steady) -> size -> IR path. A steady graph that takes the real frame
+        count decodes every chunk up to its length exactly (a short last chunk, a reference's
+        priming), so the shortest one that covers the longest chunk is the only steady graph
+        compiled: every compiled graph packs every decoder weight again. The first chunk keeps
+        a graph of its own length when the conversion has one and it is shorter: through the
+        steady graph it would cost all n frames' decoding before the first audio (0.6B, bf16:
+        one more decoder copy, ~0.3 GB, buys ~3x less time in the first codec call; a schedule
+        whose first chunk is the steady one compiles one graph). Steady graphs without the
+        frame count (older conversions) need a graph per chunk size, and a Base model its
         1-frame graph, with which a reference of any length primes the codec exactly."""
         exported = {kind: self.exported_chunks(kind) for kind in ("first", "steady")}
+        first = chunks[0]
         for n, path in sorted(exported["steady"].items()):
             if n >= max(chunks) and any(port["name"] == FRAMES for port in
                                         self.manifest["graphs"].get(f"codec_steady_{n}", {}).get("inputs", ())):
-                return {"first": {}, "steady": {n: path}}
+                early = {first: exported["first"][first]} if first < n and first in exported["first"] else {}
+                return {"first": early, "steady": {n: path}}
         wanted = set(chunks) | ({1} if self.spec.model_type == "base" else set())
         return {kind: {n: p for n, p in graphs.items() if n in wanted} for kind, graphs in exported.items()}
 
@@ -84,7 +90,7 @@ class LoadedModel:
         """Compile properties of `graph` on its device, in its precision (devices.compile_config)."""
         return compile_config(self.precisions[graph], kv_precision, self.threads, self.devices[graph], self.cache_dir)
 
-    def _compile_runner_graphs(self, core: ov.Core, chunks: Collection[int] | None) -> None:
+    def _compile_runner_graphs(self, core: ov.Core, chunks: Sequence[int] | None) -> None:
         """The graphs the Python reference runner steps through."""
         self.subcode = core.compile_model(core.read_model(self.dir / "subcode.xml"), self.devices["subcode"],
                                           self.properties("subcode"))

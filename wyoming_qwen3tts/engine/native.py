@@ -36,7 +36,7 @@ class NativeRunner:
         spec = model.spec
         c = _native.RunnerConfig()
         c.talker_xml, c.subcode_xml = str(model.dir / "talker.xml"), str(model.dir / "subcode.xml")
-        graphs = model.codec_graphs({schedule.first, schedule.steady}) if not schedule.offline else {}
+        graphs = model.codec_graphs((schedule.first, schedule.steady)) if not schedule.offline else {}
         c.first_xml = {n: str(p) for n, p in graphs.get("first", {}).items()}
         c.steady_xml = {n: str(p) for n, p in graphs.get("steady", {}).items()}
         c.talker_device, c.subcode_device = model.devices["talker"], model.devices["subcode"]
