@@ -24,10 +24,10 @@ from wyoming_qwen3tts.model.synthetic.codec_layout import (
     speech_tokenizer_preprocessor_config)
 
 # Exact counts of the official module tree at the released config.
-FULL_DECODER_PARAMS = 114_323_137  # reference: 114.32 M
-FULL_ENCODER_TENSORS = 56_234_304  # reference: 56.23 M (39,391,520 parameters + Mimi codebook buffers)
+FULL_DECODER_PARAMS = 114_323_137  # docs/MODEL.md §12: 114.32 M
+FULL_ENCODER_TENSORS = 56_234_304  # docs/MODEL.md §12: 56.23 M (39,391,520 parameters + Mimi codebook buffers)
 FULL_STATE_DICT_KEYS = 496
-SPEAKER_ENCODER_PARAMS = {1024: 8_854_336, 2048: 12_001_088}  # reference: 8.85 M / 12.00 M
+SPEAKER_ENCODER_PARAMS = {1024: 8_854_336, 2048: 12_001_088}  # docs/MODEL.md §12: 8.85 M / 12.00 M
 
 
 def _official_codec(config: dict, device: str = "cpu") -> Qwen3TTSTokenizerV2Model:

@@ -1,4 +1,4 @@
-"""The Wyoming server over real TCP, driven like Home Assistant drives it (reference §5.2)."""
+"""The Wyoming server over real TCP, driven like Home Assistant drives it (docs/ARCHITECTURE.md, "What Home Assistant expects")."""
 from __future__ import annotations
 
 import asyncio

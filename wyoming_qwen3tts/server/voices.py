@@ -34,7 +34,7 @@ LANGUAGE_TAGS: dict[str, str] = {
 _NAME_OF_TAG = {tag: name for name, tag in LANGUAGE_TAGS.items()}
 
 # Preset CustomVoice speakers: native language and a short description, from the official
-# README's speaker table (reference/qwen3-tts-architecture.md §1.1 has the native languages).
+# README's speaker table (docs/MODEL.md §1.3 lists the native languages).
 # Dialect speakers (eric, dylan) are Chinese; their dialect comes from the model's spec.
 _PRESETS: dict[str, tuple[str, str]] = {
     "vivian": ("chinese", "bright young female"),
