@@ -512,6 +512,7 @@ def test_the_addon_folder_is_the_whole_build_context() -> None:
     repository = yaml.safe_load((ADDON.parent / "repository.yaml").read_text(encoding="utf-8"))
     assert repository["name"] and repository["maintainer"]
     assert f"ARG SOURCE_REPOSITORY={repository['url']}" in dockerfile
+    assert f"`{repository['url']}`" in (ADDON / "DOCS.md").read_text(encoding="utf-8")  # what users add
     assert "${SOURCE_REPOSITORY}/archive/refs/tags/v${BUILD_VERSION}.tar.gz" in dockerfile
 
 
