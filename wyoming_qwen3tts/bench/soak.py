@@ -23,7 +23,7 @@ from typing import Any
 
 from . import soak_report
 from .machine import _git_commit, machine
-from .soak_client import FAILED, Limits, Result, plan, run_clients
+from .soak_client import FAILED, KINDS, Limits, Result, plan, run_clients
 from .soak_server import Sample, ServerProcess, free_port, sample_process
 
 log = logging.getLogger("qwen3tts-soak")
@@ -47,6 +47,7 @@ class SoakOptions:
     idle_timeout: float = 120.0
     sample_interval: float = 0.5
     server_args: tuple[str, ...] = ()
+    kinds: tuple[str, ...] | None = None  # a subset of soak_client.KINDS (default: all, in their shares)
     tolerances: soak_report.Tolerances = field(default_factory=soak_report.Tolerances)
     work_dir: Path | None = None  # server log, config and data dir (default: a temporary directory)
 
@@ -129,8 +130,8 @@ async def soak(options: SoakOptions, work: Path) -> SoakRun:
         log.info("server ready (pid %d) with %d voices in %.1f s", server.pid, len(voices), time.monotonic() - started)
         sampler = Sampler(server.pid, options.sample_interval)
         sampler_task = asyncio.create_task(sampler.run())
-        warm_specs = plan(options.warmup, options.seed + 1, voices, options.max_text_chars)
-        specs = plan(options.requests, options.seed, voices, options.max_text_chars)
+        warm_specs = plan(options.warmup, options.seed + 1, voices, options.max_text_chars, options.kinds)
+        specs = plan(options.requests, options.seed, voices, options.max_text_chars, options.kinds)
         sampler.phase = "warm-up"
         warmup = await run_clients("127.0.0.1", port, warm_specs, options.clients, limits, _progress(len(warm_specs)))
         idle = [await _idle(server, sampler, options, "warm-up")]
@@ -153,7 +154,8 @@ async def soak(options: SoakOptions, work: Path) -> SoakRun:
         "model": str(options.model), "requests": options.requests, "clients": options.clients,
         "warmup": options.warmup, "phases": options.phases, "seed": options.seed, "max_frames": options.max_frames,
         "max_text_chars": options.max_text_chars, "read_timeout": options.read_timeout,
-        "server_args": " ".join(options.server_args) or "defaults", "tolerances": asdict(options.tolerances),
+        "server_args": " ".join(options.server_args) or "defaults", "kinds": list(options.kinds or KINDS),
+        "tolerances": asdict(options.tolerances),
         "date": datetime.datetime.now().isoformat(timespec="seconds"), "commit": _git_commit(),
         "machine": f"{machine()['cpu']}, {machine()['cores']} cores",
     }
@@ -166,7 +168,8 @@ async def _idle(server: ServerProcess, sampler: Sampler, options: SoakOptions, p
     if not await server.wait_idle(options.idle_timeout):
         log.error("%s: the engine is not idle %.0f s after the last response", phase, options.idle_timeout)
     sample = await sampler.settled()
-    log.info("%s done: idle RSS %.0f MB, %d fds, KV blocks %s", phase, sample.rss_mb, sample.fds,
+    log.info("%s done: idle RSS %.0f MB (anonymous %.0f), %d fds, KV blocks %s", phase, sample.rss_mb,
+             sample.anon_mb, sample.fds,
              "/".join(map(str, server.engine_log.idle[-1])) if server.engine_log.idle else "?")
     return sample
 
@@ -201,15 +204,19 @@ def parse_args(argv: list[str] | None) -> tuple[SoakOptions, argparse.Namespace]
     p.add_argument("--fd-tolerance", type=int, default=d.tolerances.fds)
     p.add_argument("--server-arg", action="append", default=[], metavar="ARG",
                    help="passed to wyoming-qwen3tts (repeat; e.g. --server-arg=--threads --server-arg=2)")
+    p.add_argument("--kinds", type=lambda v: tuple(v.split(",")), help="only these request kinds, comma-separated "
+                   f"(of {', '.join(KINDS)})")
     p.add_argument("--work-dir", type=Path, help="keep the server log, config and data dir here")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="writes OUT.json and OUT.md (default %(default)s)")
     p.add_argument("--label", default="run", help="section of OUT.json / OUT.md this run replaces")
     p.add_argument("--no-write", action="store_true", help="print only")
     args = p.parse_args(argv)
+    if args.kinds and not set(args.kinds) <= set(KINDS):
+        p.error(f"--kinds: unknown {', '.join(sorted(set(args.kinds) - set(KINDS)))}")
     options = SoakOptions(
         args.model.resolve(), args.requests, args.clients, args.warmup, args.phases, args.seed, args.max_frames,
         args.max_text_chars, args.read_timeout, args.response_timeout, args.startup_timeout,
-        server_args=tuple(args.server_arg),
+        server_args=tuple(args.server_arg), kinds=args.kinds,
         tolerances=soak_report.Tolerances(args.rss_tolerance_mb, args.rss_tolerance_pct, args.fd_tolerance),
         work_dir=args.work_dir)
     return options, args

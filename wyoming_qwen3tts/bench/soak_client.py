@@ -93,10 +93,13 @@ class Closed(Exception):
     """The server closed the connection before the response ended."""
 
 
-def plan(requests: int, seed: int, voices: list[str], max_text_chars: int) -> list[RequestSpec]:
-    """`requests` specs in the shares of KINDS (largest remainder), shuffled by `seed`."""
-    total = sum(KINDS.values())
-    exact = {k: requests * w / total for k, w in KINDS.items()}
+def plan(requests: int, seed: int, voices: list[str], max_text_chars: int,
+         kinds: tuple[str, ...] | None = None) -> list[RequestSpec]:
+    """`requests` specs in the shares of KINDS (largest remainder; only `kinds` if given),
+    shuffled by `seed`."""
+    shares = {k: w for k, w in KINDS.items() if kinds is None or k in kinds}
+    total = sum(shares.values())
+    exact = {k: requests * w / total for k, w in shares.items()}
     counts = {k: int(v) for k, v in exact.items()}
     for k in sorted(exact, key=lambda k: exact[k] - counts[k], reverse=True)[:requests - sum(counts.values())]:
         counts[k] += 1

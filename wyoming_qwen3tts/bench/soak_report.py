@@ -37,6 +37,8 @@ def by_kind(results: list[Result]) -> dict[str, dict[str, Any]]:
     out = {}
     for kind in KINDS:
         rs = [r for r in results if r.kind == kind]
+        if not rs:
+            continue
         lat = [r.latency_s for r in rs if r.status == OK and r.latency_s is not None]
         first = [r.first_audio_s for r in rs if r.status == OK and r.first_audio_s is not None]
         out[kind] = {"requests": len(rs), "statuses": dict(collections.Counter(r.status for r in rs)),
@@ -129,8 +131,10 @@ def markdown(label: str, run: dict[str, Any]) -> str:
               f"| RSS (MB) | {rss['start']:.0f} | {rss['peak']:.0f} | {rss['end']:.0f} |",
               f"| open fds | {fds['start']:.0f} | {fds['peak']:.0f} | {fds['end']:.0f} |",
               f"| KV blocks free | | | {kv['free_end']} of {kv['total']} |", "",
-              "Idle RSS after each phase (MB): " + ", ".join(f"{s['rss_mb']:.0f}" for s in run["idle_samples"])
-              + "; fds: " + ", ".join(str(s["fds"]) for s in run["idle_samples"]) + ".", "",
+              "At idle after warm-up and after each phase: RSS (MB) "
+              + ", ".join(f"{s['rss_mb']:.0f}" for s in run["idle_samples"]) + "; of it anonymous "
+              + ", ".join(f"{s.get('anon_mb', 0):.0f}" for s in run["idle_samples"]) + "; fds "
+              + ", ".join(str(s["fds"]) for s in run["idle_samples"]) + ".", "",
               "| check | result | detail |", "| --- | --- | --- |"]
     lines += [f"| {ch['name']} | {'ok' if ch['passed'] else '**FAIL**'} | {ch['detail']} |" for ch in run["checks"]]
     reasons = ", ".join(f"{k} {v}" for k, v in sorted(run["engine"]["reasons"].items()))

@@ -42,17 +42,19 @@ class Sample:
     phase: str
     rss_mb: float
     fds: int
+    anon_mb: float = 0.0  # of rss_mb: anonymous memory (allocations, not mapped files)
 
 
 def sample_process(pid: int, t: float, phase: str) -> Sample:
-    """VmRSS and the number of open file descriptors of `pid` now."""
-    rss_kb = 0
+    """VmRSS (and its anonymous part) and the number of open file descriptors of `pid` now."""
+    kb = {}
     with open(f"/proc/{pid}/status", encoding="ascii") as f:
         for line in f:
-            if line.startswith("VmRSS:"):
-                rss_kb = int(line.split()[1])
-                break
-    return Sample(round(t, 2), phase, round(rss_kb / 1024, 1), len(os.listdir(f"/proc/{pid}/fd")))
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "RssAnon"):
+                kb[key] = int(value.split()[0])
+    return Sample(round(t, 2), phase, round(kb.get("VmRSS", 0) / 1024, 1), len(os.listdir(f"/proc/{pid}/fd")),
+                  round(kb.get("RssAnon", 0) / 1024, 1))
 
 
 @dataclass
