@@ -96,6 +96,7 @@ class ServerSettings:
     seed: int | None = None
     default_voice: str | None = None
     loading_wait: float = 30.0  # seconds a request arriving while the model loads waits for it
+    profile: bool = False  # log every request's first-audio timing at info, and their medians at shutdown
 
     def validate(self) -> None:
         _check_uri(self.uri)
@@ -224,6 +225,7 @@ _FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
     "greedy": (("server", "greedy"),),
     "seed": (("server", "seed"),),
     "voice": (("server", "default_voice"),),
+    "profile": (("server", "profile"),),
 }
 
 

@@ -109,6 +109,7 @@ class Scheduler:
             stream = AudioStream(rid, self.abort)
             deadline = time.monotonic() + timeout if timeout > 0 else None
             self._waiting.append(_Request(rid, prompt, params, cap, deadline, stream))
+            stream.marks["queued"] = self._waiting[-1].submitted
             self._wake.notify()
         log.debug("request %d queued: %d prompt tokens, frame cap %d", rid, len(prompt), cap)
         return stream
@@ -207,7 +208,7 @@ class Scheduler:
                 log.warning("request %d rejected: %s", req.id, e)
                 self._finish(req, f"error: {e}", EngineError(str(e)))
                 continue
-            req.admitted = time.monotonic()
+            req.admitted = req.stream.marks["admitted"] = time.monotonic()
             self._running[req.id] = req
             if req.seq.finished:  # a frame budget of zero
                 self._deliver(req)
@@ -226,7 +227,7 @@ class Scheduler:
         seq = req.seq
         chunks = seq.take_audio()
         if chunks and req.first_audio is None:
-            req.first_audio = time.monotonic()
+            req.first_audio = req.stream.marks["first_audio"] = time.monotonic()
         req.samples += sum(c.size for c in chunks)
         for i, pcm in enumerate(chunks):
             req.stream.put(AudioChunk(pcm, final=seq.finished and i == len(chunks) - 1))

@@ -70,6 +70,9 @@ class AudioStream:
         self.result: StreamResult | None = None
         self.error: EngineError | None = None
         self._abandoned = False  # the async reader's loop is gone: drop everything
+        # time.monotonic() of what the engine did, as it happens: "queued" (prompt built),
+        # "admitted" (prompt embedded, blocks reserved), "first_audio" (first PCM decoded)
+        self.marks: dict[str, float] = {}
 
     # --- producer side (scheduler thread) ---
     def _push(self, item: object) -> None:

@@ -62,6 +62,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steady-chunk", type=int, help="frames per codec call after the first")
     parser.add_argument("--samples-per-chunk", type=int, help="samples per Wyoming audio-chunk event")
     parser.add_argument("--zeroconf", nargs="?", const="qwen3tts", help="announce over mDNS (optional name)")
+    parser.add_argument("--profile", action="store_true", default=None, help="log each request's time from arrival "
+                        "to its first audio, step by step, and the medians at shutdown")
     parser.add_argument("--debug", action="store_true")
     parser.add_argument("--version", action="version", version=__version__)
     return parser.parse_args(argv)
@@ -169,6 +171,8 @@ async def shutdown(server: AsyncServer, slot: ServiceSlot, why: str) -> None:
     if slot.service is not None:
         await asyncio.to_thread(slot.service.engine.close)
     log.info("stopped: %d requests finished, %d cancelled", finished, len(cancelled))
+    if slot.profile.enabled:
+        log.info("%s", slot.profile.summary())
 
 
 async def announce(uri: str, name: str) -> None:

@@ -157,7 +157,7 @@ class TtsHandler(AsyncEventHandler):
         name, language = self._voice(data)
         log.debug("%s: %s, voice %s", label, "streaming" if streaming else "one-shot", name or "(default)")
         speech = Speech(lambda: self._submitter(label, name, language), self._send,
-                        self.slot.settings.samples_per_chunk, streaming, label)
+                        self.slot.settings.samples_per_chunk, streaming, label, self.slot.profile)
         if self.slot.stopping:
             speech.fail(SpeechError("the server is shutting down", "ShuttingDown"))
         elif self.slot.catalogue is not None:

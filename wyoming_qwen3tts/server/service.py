@@ -12,6 +12,7 @@ from .. import __version__
 from ..config import ServerSettings
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
+from .profile import Profile
 from .speech import Speech, SpeechError
 from .voices import Catalogue, build_info
 
@@ -42,11 +43,13 @@ class ServiceSlot:
     catalogue: Catalogue | None = None  # the voice list; a preview (clones not yet encoded) until loaded
     stopping: bool = False  # SIGTERM/SIGINT: no new work
     active: set[Speech] = field(default_factory=set)  # responses accepted and not yet ended
+    profile: Profile = field(default_factory=Profile)  # first-audio timings (settings.profile)
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def __post_init__(self) -> None:
         if self.settings is None:
             self.settings = self.service.settings if self.service is not None else ServerSettings()
+        self.profile.enabled = self.settings.profile
         if self.service is not None:
             self.load(self.service)
 

@@ -32,6 +32,7 @@ from wyoming.tts import SynthesizeStopped
 
 from ..engine.audio import SAMPLE_RATE, to_int16
 from ..engine.stream import AudioStream, EngineBusy, EngineError, RequestTimeout
+from .profile import FirstAudio, Profile
 
 log = logging.getLogger(__name__)
 
@@ -66,10 +67,11 @@ class Speech:
     """Feeds sentences to the engine and writes their audio as Wyoming events."""
 
     def __init__(self, prepare: Callable[[], Awaitable[Submit]], write: Callable[[Event], Awaitable[None]],
-                 samples_per_chunk: int, streaming: bool, label: str = "") -> None:
+                 samples_per_chunk: int, streaming: bool, label: str = "", profile: Profile | None = None) -> None:
         """prepare: awaited when the response's turn comes; gives the submit function (it
         waits for the model, resolves the voice) or raises (SpeechError, or a ValueError
-        with a `code`: the response becomes an error)."""
+        with a `code`: the response becomes an error). profile: where the first audio's
+        timing goes (server.profile)."""
         self._prepare, self._write = prepare, write
         self._submit: Submit | None = None
         self._samples_per_chunk, self._streaming, self._label = samples_per_chunk, streaming, label
@@ -83,7 +85,9 @@ class Speech:
         self._finished = False
         self._samples = 0
         self._sentences = 0  # sentences queued, ever
-        self._t0 = time.monotonic()
+        self.timing = FirstAudio()
+        self._t0 = self.timing.arrival
+        self._profile = profile or Profile()
         self.first_audio_s: float | None = None
 
     def add(self, sentence: str) -> None:
@@ -93,6 +97,7 @@ class Speech:
         if self._closed:
             raise RuntimeError("add() after close()")
         self._sentences += 1
+        self.timing.mark("text")
         self._pending.append(sentence)
         if self._running:
             self._top_up()
@@ -128,11 +133,15 @@ class Speech:
         self._changed.set()
 
     def _top_up(self) -> None:
-        """Submit queued sentences while fewer than LOOKAHEAD are in the engine."""
-        while self._failed is None and self._pending and len(self._inflight) < LOOKAHEAD:
+        """Submit queued sentences while fewer than LOOKAHEAD are in the engine. The next
+        sentence waits for the one being sent to have its first audio: submitted together,
+        both prompts would be prefilled in the same step, before that first audio."""
+        while self._failed is None and self._pending and len(self._inflight) < LOOKAHEAD and (
+                not self._inflight or "first_audio" in self._inflight[-1].marks):
             sentence = self._pending.popleft()
             try:
                 self._inflight.append(self._submit(sentence))
+                self.timing.mark("submitted")
             except (EngineError, ValueError) as e:
                 self.fail(SpeechError(str(e), error_code(e)))
             except Exception as e:  # noqa: BLE001 - a bug: this response fails, the server goes on
@@ -152,6 +161,7 @@ class Speech:
             try:
                 if self._failed is None:
                     self._submit = await self._prepare()
+                    self.timing.mark("ready")
                     self._running = True
                     await self._speak()
             except (asyncio.CancelledError, ConnectionError):
@@ -198,12 +208,23 @@ class Speech:
             stream = self._inflight[0]
             try:
                 async for chunk in stream:
+                    if self.first_audio_s is None and chunk.pcm.size:
+                        self.timing.mark("admitted", stream.marks.get("admitted"))
+                        self.timing.mark("first_pcm", stream.marks.get("first_audio"))
+                        self.timing.mark("received")
                     await self._write_pcm(chunk.pcm)
+                    self._top_up()  # the next sentence, once this one has its first audio
             except EngineError as e:
                 self.fail(SpeechError(f"synthesis failed: {e}", error_code(e)))
                 return
             if self._inflight and self._inflight[0] is stream:
                 self._inflight.popleft()
+
+    def _first_written(self) -> None:
+        self.timing.mark("written")
+        self.first_audio_s = self.timing.times["written"] - self._t0
+        log.log(logging.INFO if self._profile.enabled else logging.DEBUG, "%s: %s", self._label, self.timing.line())
+        self._profile.add(self.timing)
 
     async def _write_start(self) -> None:
         if not self._started:
@@ -214,8 +235,6 @@ class Speech:
         """Send PCM at once, in audio-chunk events of at most samples_per_chunk samples."""
         if pcm.size == 0:
             return
-        if self.first_audio_s is None:
-            self.first_audio_s = time.monotonic() - self._t0
         await self._write_start()
         samples = to_int16(pcm)
         for begin in range(0, samples.size, self._samples_per_chunk):
@@ -223,4 +242,6 @@ class Speech:
             timestamp = self._samples * 1000 // SAMPLE_RATE
             await self._write(AudioChunk(rate=SAMPLE_RATE, width=WIDTH, channels=CHANNELS, audio=part.tobytes(),
                                          timestamp=timestamp).event())
+            if self.first_audio_s is None:
+                self._first_written()
             self._samples += part.size
