@@ -34,7 +34,8 @@ import pytest
 
 import install_ha
 from ha_harness import (FRAME_S, LOOPBACK, MAX_FRAMES, MAX_TEXT_CHARS, HomeAssistant, OneShotProxy, Server,
-                        decode_seconds, http, wait_until, wav_seconds)
+                        decode_seconds, wait_until, wav_seconds)
+from ha_harness import http as http_request
 
 pytestmark = pytest.mark.e2e
 
@@ -230,7 +231,7 @@ def test_an_entry_set_up_while_the_model_loads_works_without_a_reload(home_assis
         assert entry_state(ha, entry_id) == "loaded"
     finally:
         if entry_id is not None:  # the later tests use their own entries
-            http("DELETE", f"{ha.url}/api/config/config_entries/entry/{entry_id}", token=ha.token)
+            http_request("DELETE", f"{ha.url}/api/config/config_entries/entry/{entry_id}", token=ha.token)
         slow.stop()
 
 
