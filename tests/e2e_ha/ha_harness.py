@@ -10,6 +10,7 @@ import asyncio
 import base64
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -119,13 +120,20 @@ class Server:
         self.starts = 0
 
     def start(self) -> Server:
+        """QWEN3TTS_E2E_SERVER_SRC=DIR runs the package from another source tree (e.g. an
+        older commit's, to see which failures a change fixed) and QWEN3TTS_E2E_SERVER_ARGS
+        adds flags (e.g. `--runner python`, when that tree's native module is not built)."""
         assert self.process is None or self.process.proc.poll() is not None
         self.starts += 1
-        exe = shutil.which("wyoming-qwen3tts", path=str(Path(sys.executable).parent))
-        argv = [exe or sys.executable, *([] if exe else ["-m", "wyoming_qwen3tts"]),
+        env = dict(os.environ)
+        if src := os.environ.get("QWEN3TTS_E2E_SERVER_SRC"):
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
+        argv = [sys.executable, "-m", "wyoming_qwen3tts",
                 "--model", str(self.model), "--uri", self.uri, "--config", str(self.config),
-                "--data-dir", str(self.data_dir), "--precision", "f32", "--greedy", "--threads", "1"]
-        self.process = Process(f"wyoming-qwen3tts ({self.uri})", argv, self.workdir / f"server-{self.starts}.log")
+                "--data-dir", str(self.data_dir), "--precision", "f32", "--greedy", "--threads", "1",
+                *shlex.split(os.environ.get("QWEN3TTS_E2E_SERVER_ARGS", ""))]
+        self.process = Process(f"wyoming-qwen3tts ({self.uri})", argv, self.workdir / f"server-{self.starts}.log",
+                               env=env)
         return self
 
     def stop(self) -> int | None:
@@ -179,6 +187,7 @@ class OneShotProxy:
 
     def __init__(self, target_port: int) -> None:
         self.target_port = target_port
+        self.client_events: list[str] = []  # what HA sent through it, in order
         self.port = free_port()
         self.loop = asyncio.new_event_loop()
         self._server: asyncio.AbstractServer | None = None
@@ -208,20 +217,29 @@ class OneShotProxy:
             writer.close()
             return
 
-        async def upstream() -> None:  # client -> server: bytes as they are
+        async def read(stream: asyncio.StreamReader) -> tuple[dict, bytes, bytes] | None:
+            line = await stream.readline()
+            if not line:
+                return None
+            header = json.loads(line)
+            data = await stream.readexactly(header["data_length"]) if header.get("data_length") else b""
+            payload = await stream.readexactly(header["payload_length"]) if header.get("payload_length") else b""
+            return header, data, payload
+
+        async def upstream() -> None:  # client -> server: unchanged (the types are noted)
             try:
-                while data := await reader.read(65536):
-                    up_writer.write(data)
+                while (event := await read(reader)) is not None:
+                    header, data, payload = event
+                    self.client_events.append(header.get("type"))
+                    up_writer.write(json.dumps(header).encode() + b"\n" + data + payload)
                     await up_writer.drain()
             finally:
                 if up_writer.can_write_eof():
                     up_writer.write_eof()
 
-        async def downstream() -> None:  # server -> client: event by event
-            while line := await up_reader.readline():
-                header = json.loads(line)
-                data = await up_reader.readexactly(header["data_length"]) if header.get("data_length") else b""
-                payload = await up_reader.readexactly(header["payload_length"]) if header.get("payload_length") else b""
+        async def downstream() -> None:  # server -> client: info rewritten
+            while (event := await read(up_reader)) is not None:
+                header, data, payload = event
                 if header.get("type") == "info":
                     info = {**(header.get("data") or {}), **(json.loads(data) if data else {})}
                     for program in info.get("tts") or []:
