@@ -125,15 +125,16 @@ class Server:
         adds flags (e.g. `--runner python`, when that tree's native module is not built)."""
         assert self.process is None or self.process.proc.poll() is not None
         self.starts += 1
-        env = dict(os.environ)
-        if src := os.environ.get("QWEN3TTS_E2E_SERVER_SRC"):
-            env["PYTHONPATH"] = os.pathsep.join(filter(None, [src, env.get("PYTHONPATH")]))
-        argv = [sys.executable, "-m", "wyoming_qwen3tts",
+        launch = ["-m", "wyoming_qwen3tts"]
+        if src := os.environ.get("QWEN3TTS_E2E_SERVER_SRC"):  # ahead of an editable install's finder
+            launch = ["-c", "import sys; sys.meta_path[:] = [f for f in sys.meta_path if 'editable' not in "
+                      f"type(f).__module__]; sys.path.insert(0, {src!r}); sys.argv[0] = 'wyoming-qwen3tts'; "
+                      "from wyoming_qwen3tts.server.app import main; sys.exit(main())"]
+        argv = [sys.executable, *launch,
                 "--model", str(self.model), "--uri", self.uri, "--config", str(self.config),
                 "--data-dir", str(self.data_dir), "--precision", "f32", "--greedy", "--threads", "1",
                 *shlex.split(os.environ.get("QWEN3TTS_E2E_SERVER_ARGS", ""))]
-        self.process = Process(f"wyoming-qwen3tts ({self.uri})", argv, self.workdir / f"server-{self.starts}.log",
-                               env=env)
+        self.process = Process(f"wyoming-qwen3tts ({self.uri})", argv, self.workdir / f"server-{self.starts}.log")
         return self
 
     def stop(self) -> int | None:
