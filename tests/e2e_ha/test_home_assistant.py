@@ -42,6 +42,7 @@ pytestmark = pytest.mark.e2e
 FAST_S = 15.0  # "returns within seconds": HA answers a failed request well before this
 FETCH_TIMEOUT_S = 45.0  # bounds every audio fetch (a hang shows up as a failure at this point)
 SETUP_TIMEOUT_S = 300.0  # an entry set up while the model loads: HA's retry backoff included
+LOADING_BOUND_S = 45.0  # a request made while the model loads ends by then (the server waits up to 30 s)
 LANGUAGE = "en"
 VOICE = "ryan"
 
@@ -223,11 +224,22 @@ def test_an_entry_set_up_while_the_model_loads_works_without_a_reload(home_assis
                               alive=slow.alive)["result"]["entry_id"]
         print(f"entry created after {attempts} attempt(s), while loading: {created_while_loading}")
 
+        tries: list[tuple[float, bool]] = []  # (seconds, loaded when it ended) of each request HA made
+
         def works():
             entity = ha.entity_of(entry_id, "tts")
-            return entity and speaks(ha, entity, ha_install.ffmpeg, "Hello from an entry added early.") > 0.3
+            if not entity:
+                return False
+            started = time.monotonic()
+            seconds = speaks(ha, entity, ha_install.ffmpeg, "Hello from an entry added early.")
+            tries.append((time.monotonic() - started, slow.loaded()))
+            return seconds > 0.3
 
         wait_until(works, SETUP_TIMEOUT_S, "the early entry speaking (no reload)", interval=3, alive=slow.alive)
+        print("requests while loading (s, loaded at the end): "
+              + ", ".join(f"{t:.1f} {'loaded' if done else 'loading'}" for t, done in tries))
+        # a request that comes while the model loads waits for it (bounded) or ends with an error
+        assert all(t < LOADING_BOUND_S for t, _ in tries), tries
         entity = ha.entity_of(entry_id, "tts")
         ws = ha.ws()
         try:
@@ -435,6 +447,8 @@ def test_a_server_restart_is_survived(home_assistant, speaker, one_shot_speaker,
     for engine in (speaker.entity_id, one_shot_speaker.entity_id):  # server down: a quick failure
         status, _, took, _ = fetch(ha, engine, "While the server is down.", {"voice": VOICE})
         assert status is not None and status != 200 and took < FAST_S, (engine, status, took)
+    stopped = server.process.tail(5).lower()
+    assert "stopped" in stopped, f"the server did not log its shutdown:\n{stopped}"
     server.start()
     for engine in (speaker.entity_id, one_shot_speaker.entity_id):
         wait_until(lambda: speaks(ha, engine, ha_install.ffmpeg, "After the restart.") > 0.3, 240,
