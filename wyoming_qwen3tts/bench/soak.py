@@ -209,6 +209,7 @@ def parse_args(argv: list[str] | None) -> tuple[SoakOptions, argparse.Namespace]
     p.add_argument("--work-dir", type=Path, help="keep the server log, config and data dir here")
     p.add_argument("--out", type=Path, default=DEFAULT_OUT, help="writes OUT.json and OUT.md (default %(default)s)")
     p.add_argument("--label", default="run", help="section of OUT.json / OUT.md this run replaces")
+    p.add_argument("--note", default="", help="a paragraph added to this run's section of OUT.md")
     p.add_argument("--no-write", action="store_true", help="print only")
     args = p.parse_args(argv)
     if args.kinds and not set(args.kinds) <= set(KINDS):
@@ -230,6 +231,7 @@ def main(argv: list[str] | None = None) -> int:
     except (RuntimeError, TimeoutError, OSError) as e:
         log.error("the soak could not run: %s", e)
         return 2
+    result.report["config"]["note"] = args.note
     if not args.no_write:
         soak_report.write(args.out, args.label, result.report)
         log.info("wrote %s.json and %s.md", args.out, args.out)

@@ -119,6 +119,7 @@ def markdown(label: str, run: dict[str, Any]) -> str:
              f"{run['requests']} requests (+{run['warmup']} warm-up) from {c['clients']} clients in "
              f"{run['duration_s']:.0f} s against `{c['model']}` ({c['server_args']}); engine frame cap "
              f"{c['max_frames']}, read bound {c['read_timeout']:.0f} s per event; {c['date']}, {c['machine']}.", "",
+             *([c["note"], ""] if c.get("note") else []),
              "| kind | requests | outcomes | latency p50 / p95 (s) | first audio p50 (s) |",
              "| --- | ---: | --- | --- | --- |"]
     for kind, k in run["kinds"].items():
