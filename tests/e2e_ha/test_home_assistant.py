@@ -24,6 +24,7 @@ import asyncio
 import http.client
 import itertools
 import shutil
+import signal
 import tempfile
 import threading
 import time
@@ -55,7 +56,15 @@ def workdir(request: pytest.FixtureRequest):
     prune those while this module runs for minutes). Kept when a test failed, for its logs."""
     path = Path(tempfile.mkdtemp(prefix="qwen3tts-e2e-ha-"))
     failed = request.session.testsfailed
-    yield path
+
+    def interrupted(signum, frame):  # SIGTERM (a timeout) tears down like ^C: HA and the servers stop
+        raise KeyboardInterrupt(f"signal {signum}")
+
+    previous = signal.signal(signal.SIGTERM, interrupted)
+    try:
+        yield path
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     if request.session.testsfailed == failed:
         shutil.rmtree(path, ignore_errors=True)
     else:
