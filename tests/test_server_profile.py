@@ -76,3 +76,11 @@ def test_the_next_sentence_waits_for_the_first_audio(server, monkeypatch):
     assert len(streams) == 3
     for before, after in zip(streams, streams[1:]):
         assert after.marks["queued"] >= before.marks["first_audio"], (before.marks, after.marks)
+
+
+def test_every_override_flag_reaches_the_config():
+    from wyoming_qwen3tts.server.app import config_from_args, parse_args
+    config = config_from_args(parse_args(["--profile", "--greedy", "--device-decoder", "NPU", "--seed", "3"]))
+    assert config.server.profile and config.server.greedy and config.server.seed == 3
+    assert config.devices.decoder == "NPU" and config.devices.talker == "CPU"
+    assert not config_from_args(parse_args([])).server.profile

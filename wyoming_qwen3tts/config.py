@@ -229,6 +229,9 @@ _FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
 }
 
 
+OVERRIDES = tuple(_FLAGS)  # the flags apply_overrides takes
+
+
 def apply_overrides(config: ServerConfig, **flags: Any) -> ServerConfig:
     """`config` with command-line values applied and validated again; a None value keeps the
     configured one (so boolean flags need `default=None`, not False). `device` sets all three

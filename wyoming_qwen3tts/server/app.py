@@ -20,7 +20,7 @@ from wyoming.event import async_get_stdin, async_get_stdout
 from wyoming.server import AsyncServer
 
 from .. import __version__
-from ..config import WEIGHT_FORMATS, ConfigError, ServerConfig, apply_overrides, load_config
+from ..config import OVERRIDES, WEIGHT_FORMATS, ConfigError, ServerConfig, apply_overrides, load_config
 from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISION_SETTINGS, describe_devices
 from ..engine.stream import EngineError
 from .handler import Service, ServiceSlot, TtsHandler
@@ -197,20 +197,21 @@ async def announce(uri: str, name: str) -> None:
     log.info("announced %s._wyoming._tcp.local. at %s:%s", name, zeroconf.host, zeroconf.port)
 
 
+ARG_NAMES = {f"{graph}_device": f"device_{graph}" for graph in GRAPHS}  # override -> argparse name, where they differ
+
+
+def config_from_args(args: argparse.Namespace) -> ServerConfig:
+    """config.yaml (or the defaults) with every flag that was given applied."""
+    return apply_overrides(load_config(args.config),
+                           **{flag: getattr(args, ARG_NAMES.get(flag, flag)) for flag in OVERRIDES})
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config = apply_overrides(load_config(args.config), model=args.model, data_dir=args.data_dir,
-                                 weights=args.weights, device=args.device, threads=args.threads,
-                                 precision=args.precision, kv_precision=args.kv_precision, max_batch=args.max_batch,
-                                 runner=args.runner,
-                                 first_chunk=args.first_chunk, steady_chunk=args.steady_chunk, uri=args.uri,
-                                 zeroconf=args.zeroconf, samples_per_chunk=args.samples_per_chunk,
-                                 greedy=args.greedy, seed=args.seed, voice=args.voice,
-                                 talker_device=args.device_talker, subcode_device=args.device_subcode,
-                                 decoder_device=args.device_decoder)
+        config = config_from_args(args)
         if args.list_devices:
             print(describe_devices(ov.Core(), requested_devices(config),  # noqa: T201 - the command's output
                                    config.precision.inference))
