@@ -5,9 +5,9 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import oracle
 import torch
 
-import oracle
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
 from wyoming_qwen3tts.model.embed import PromptEmbedder
 from wyoming_qwen3tts.model.prompt import VoiceRequest, build_prompt

@@ -38,11 +38,11 @@ import socket
 import subprocess
 import tarfile
 import time
-import tomllib
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import tomllib
 import yaml
 from wyoming.client import AsyncClient
 from wyoming.info import Describe, Info

@@ -12,10 +12,10 @@ from pathlib import Path
 from types import SimpleNamespace
 
 import matplotlib  # noqa: F401  (the bench extra: fails loudly when missing)
+import oracle  # noqa: F401  (the official implementation must be importable)
 import pytest
 import vox  # noqa: F401  (vox-tts, the vox peer: fails loudly when missing)
 
-import oracle  # noqa: F401  (the official implementation must be importable)
 from wyoming_qwen3tts.bench import vox_peer
 from wyoming_qwen3tts.bench.cli import main, parse_args, prepare
 from wyoming_qwen3tts.bench.report import summary

@@ -8,8 +8,6 @@ audio is the official decode of reference + generated codes with the reference c
 """
 from __future__ import annotations
 
-import oracle  # first: stubs the unused 25 Hz deps
-
 import asyncio
 import json
 import logging
@@ -20,7 +18,10 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+import oracle  # first: stubs the unused 25 Hz deps
 import pytest
+from signals import speech_like, write_float_wav
+from test_server import Server
 from wyoming.client import AsyncClient
 from wyoming.info import Describe, Info
 
@@ -38,9 +39,6 @@ from wyoming_qwen3tts.engine.scheduler import Scheduler
 from wyoming_qwen3tts.say import main as say
 from wyoming_qwen3tts.server.app import build_service
 from wyoming_qwen3tts.server.voices import Catalogue
-
-from signals import speech_like, write_float_wav
-from test_server import Server
 
 
 async def describe(uri: str) -> Info:

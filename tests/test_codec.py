@@ -5,21 +5,19 @@ which is a 300-frame chunked approximation beyond 300 frames), always after an I
 """
 from __future__ import annotations
 
-import oracle  # noqa: F401  (first: stubs the unused 25 Hz deps)
-
 import logging
 from pathlib import Path
 
 import numpy as np
 import openvino as ov
+import oracle
 import pytest
 import torch
+from ir import round_trip
 
 from wyoming_qwen3tts.convert.codec import build_codec_decoder
 from wyoming_qwen3tts.convert.ops import Weights
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
-
-from ir import round_trip
 
 log = logging.getLogger(__name__)
 

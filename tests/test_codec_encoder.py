@@ -14,14 +14,13 @@ import numpy as np
 import openvino as ov
 import oracle  # the official qwen-tts stack (fails loudly if torch / qwen_tts are missing)
 import pytest
+from ir import round_trip
+from signals import speech_like
 
 from wyoming_qwen3tts.convert.codec_encoder import build_codec_encoder
 from wyoming_qwen3tts.convert.ops import Weights
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
 from wyoming_qwen3tts.model.spec import ConfigError, parse_codec_encoder
-
-from ir import round_trip
-from signals import speech_like
 
 RATE, FRAME = 24000, 1920
 

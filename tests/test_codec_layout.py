@@ -9,8 +9,8 @@ from __future__ import annotations
 import json
 import math
 
-import oracle  # noqa: F401  (stand-ins for unused modules; must precede qwen_tts)
 import numpy as np
+import oracle  # noqa: F401  (stand-ins for unused modules; must precede qwen_tts)
 import pytest
 import torch
 from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSSpeakerEncoderConfig
@@ -20,8 +20,12 @@ from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import Qwen3TT
 from transformers import MimiConfig
 
 from wyoming_qwen3tts.model.synthetic.codec_layout import (
-    codec_tensors, speaker_encoder_config, speaker_encoder_tensors, speech_tokenizer_config,
-    speech_tokenizer_preprocessor_config)
+    codec_tensors,
+    speaker_encoder_config,
+    speaker_encoder_tensors,
+    speech_tokenizer_config,
+    speech_tokenizer_preprocessor_config,
+)
 
 # Exact counts of the official module tree at the released config.
 FULL_DECODER_PARAMS = 114_323_137  # docs/MODEL.md §12: 114.32 M

@@ -6,14 +6,14 @@ steady graphs, and partial last chunks.
 """
 from __future__ import annotations
 
-import oracle  # noqa: F401  (first: stubs the unused 25 Hz deps)
-
 from pathlib import Path
 
 import numpy as np
 import openvino as ov
+import oracle
 import pytest
 import torch
+from ir import round_trip
 
 from wyoming_qwen3tts.convert.codec import build_codec_decoder
 from wyoming_qwen3tts.convert.codec_stream import FRAMES as REAL_FRAMES
@@ -21,8 +21,6 @@ from wyoming_qwen3tts.convert.codec_stream import NEXT, STATE, build_codec_first
 from wyoming_qwen3tts.convert.ops import Weights
 from wyoming_qwen3tts.engine.codec_stream import CodecStream, StreamingCodec
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
-
-from ir import round_trip
 
 FIRST, STEADY = (1, 2, 4), (8, 24)
 FRAMES = 400

@@ -9,8 +9,14 @@ import openvino as ov
 import pytest
 
 from wyoming_qwen3tts.convert import cli, pipeline
-from wyoming_qwen3tts.convert.manifest import (FORMAT_VERSION, MANIFEST, RUNTIME_FILES, ConvertedModelError,
-                                               read_converted, source_digest)
+from wyoming_qwen3tts.convert.manifest import (
+    FORMAT_VERSION,
+    MANIFEST,
+    RUNTIME_FILES,
+    ConvertedModelError,
+    read_converted,
+    source_digest,
+)
 from wyoming_qwen3tts.convert.pipeline import GRAPHS, INT4_GRAPHS, INT4_GROUP, ConvertError, convert
 from wyoming_qwen3tts.model.checkpoint import Checkpoint, CheckpointError
 

@@ -3,9 +3,8 @@ from __future__ import annotations
 
 import logging
 
-import pytest
-
 import openvino as ov
+import pytest
 
 from wyoming_qwen3tts.engine.config import EngineConfig
 from wyoming_qwen3tts.engine.devices import (

@@ -10,9 +10,8 @@ import math
 import resource
 
 import numpy as np
-import pytest
-
 import oracle  # noqa: F401  (fails loudly when the oracle stack is missing)
+import pytest
 from parity import Official, Ours, assert_same
 
 from wyoming_qwen3tts.model.checkpoint import Checkpoint

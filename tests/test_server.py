@@ -1,4 +1,5 @@
-"""The Wyoming server over real TCP, driven like Home Assistant drives it (docs/ARCHITECTURE.md, "What Home Assistant expects")."""
+"""The Wyoming server over real TCP, driven like Home Assistant drives it
+(docs/ARCHITECTURE.md, "What Home Assistant expects")."""
 from __future__ import annotations
 
 import asyncio

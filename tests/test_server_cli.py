@@ -7,6 +7,7 @@ import subprocess
 import sys
 import time
 
+from test_server import free_port
 from wyoming.client import AsyncClient
 from wyoming.info import Describe, Info
 from wyoming.tts import SynthesizeChunk, SynthesizeStart
@@ -15,7 +16,6 @@ from wyoming_qwen3tts import __version__
 from wyoming_qwen3tts.client import synthesize
 from wyoming_qwen3tts.config import apply_overrides, load_config
 from wyoming_qwen3tts.server.app import parse_args
-from test_server import free_port
 
 
 def describe(uri: str) -> Info | None:

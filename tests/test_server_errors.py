@@ -8,6 +8,7 @@ import dataclasses
 import logging
 
 import pytest
+from test_server import THREE, Server, run, tiny_server, wait_until_idle
 from wyoming.client import AsyncClient
 from wyoming.event import Event
 from wyoming.info import Describe
@@ -16,7 +17,6 @@ from wyoming_qwen3tts.config import ServerSettings
 from wyoming_qwen3tts.engine.stream import EngineBusy
 from wyoming_qwen3tts.server import handler as handler_module
 from wyoming_qwen3tts.server.handler import ServiceSlot
-from test_server import THREE, Server, run, tiny_server, wait_until_idle
 
 READ_S = 10.0  # any one event; the tiny model answers in well under a second
 

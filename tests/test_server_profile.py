@@ -7,8 +7,8 @@ import logging
 import re
 
 import pytest
-
 from test_server import THREE, Server, run, tiny_server
+
 from wyoming_qwen3tts.client import synthesize
 from wyoming_qwen3tts.server.handler import ServiceSlot
 from wyoming_qwen3tts.server.profile import STEPS, FirstAudio, Profile

@@ -13,8 +13,20 @@ from wyoming.event import Event, async_read_event, async_write_event
 
 from wyoming_qwen3tts.bench import soak_report
 from wyoming_qwen3tts.bench.soak import SoakOptions, run
-from wyoming_qwen3tts.bench.soak_client import (FRAMING, HANG, KINDS, OK, UNENDED, WRONG_ERROR, Limits, RequestSpec,
-                                                Result, check_response, plan, run_request)
+from wyoming_qwen3tts.bench.soak_client import (
+    FRAMING,
+    HANG,
+    KINDS,
+    OK,
+    UNENDED,
+    WRONG_ERROR,
+    Limits,
+    RequestSpec,
+    Result,
+    check_response,
+    plan,
+    run_request,
+)
 from wyoming_qwen3tts.bench.soak_server import EngineLog
 
 START = AudioStart(rate=24000, width=2, channels=1).event()

@@ -11,15 +11,14 @@ import openvino as ov
 import oracle  # before qwen_tts: installs stand-ins for its unused imports
 import pytest
 import torch
+from ir import round_trip
 from qwen_tts.core.models.modeling_qwen3_tts import mel_spectrogram
+from signals import speech_like
 
 from wyoming_qwen3tts.convert.ops import Weights
 from wyoming_qwen3tts.convert.speaker_encoder import build_speaker_encoder, min_frames
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
 from wyoming_qwen3tts.model.mel import hann_window, log_mel, mel_filterbank
-
-from ir import round_trip
-from signals import speech_like
 
 SR = 24000
 # 1 s, 3.3 s, a length that is not a multiple of the 256-sample hop, and a short clip

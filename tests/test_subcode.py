@@ -6,10 +6,9 @@ the same sampling rule, applied to the official logits of the graph's own code s
 """
 from __future__ import annotations
 
-import oracle  # noqa: F401  (first: stubs the unused 25 Hz deps; a missing oracle dependency fails)
-
 import numpy as np
 import openvino as ov
+import oracle
 import pytest
 import torch
 from openvino import opset13 as op

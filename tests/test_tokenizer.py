@@ -22,7 +22,11 @@ from qwen_tts.core.models.processing_qwen3_tts import Qwen3TTSProcessor
 from transformers import AutoConfig, AutoProcessor, Qwen2TokenizerFast
 
 from wyoming_qwen3tts.model.synthetic.vocab import (
-    ADDED_TOKENS, FIRST_ADDED_ID, qwen_base_ranks, tiny_ranks, write_tokenizer_files,
+    ADDED_TOKENS,
+    FIRST_ADDED_ID,
+    qwen_base_ranks,
+    tiny_ranks,
+    write_tokenizer_files,
 )
 from wyoming_qwen3tts.model.tokenizer import QWEN2_PATTERN, TextTokenizer, TokenizerFileError
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .client import ClientError, synthesize
 from .engine.audio import SAMPLE_RATE, write_wav
 from .engine.clone import CloneError, Cloner
 from .engine.config import EngineConfig
@@ -21,7 +22,6 @@ from .engine.runner import ChunkSchedule
 from .engine.sampling import SamplingParams
 from .engine.scheduler import Scheduler
 from .engine.stream import AudioStream, EngineError
-from .client import ClientError, synthesize
 from .model.prompt import VoiceRequest
 
 log = logging.getLogger("qwen3tts-say")

@@ -49,7 +49,7 @@ def wait_until(check: Callable[[], Any], timeout: float, what: str, interval: fl
             alive()
         try:
             last = check()
-        except Exception as e:  # noqa: BLE001 - reported at the deadline
+        except Exception as e:
             last = e
         if last and not isinstance(last, Exception):
             return last
@@ -254,7 +254,7 @@ class OneShotProxy:
         try:
             await asyncio.wait(tasks, return_when=asyncio.FIRST_EXCEPTION)
             await tasks[1]  # the server's side ends the exchange
-        except Exception:  # noqa: BLE001 - a dropped connection ends both sides
+        except Exception:
             pass
         finally:
             for task in tasks:

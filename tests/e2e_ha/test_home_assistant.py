@@ -31,11 +31,20 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-import pytest
-
 import install_ha
-from ha_harness import (FRAME_S, LOOPBACK, MAX_FRAMES, MAX_TEXT_CHARS, HomeAssistant, OneShotProxy, Server,
-                        decode_seconds, wait_until, wav_seconds)
+import pytest
+from ha_harness import (
+    FRAME_S,
+    LOOPBACK,
+    MAX_FRAMES,
+    MAX_TEXT_CHARS,
+    HomeAssistant,
+    OneShotProxy,
+    Server,
+    decode_seconds,
+    wait_until,
+    wav_seconds,
+)
 from ha_harness import http as http_request
 
 pytestmark = pytest.mark.e2e
@@ -460,7 +469,7 @@ def test_a_server_restart_is_survived(home_assistant, speaker, one_shot_speaker,
     assert "stopped" in stopped, f"the server did not log its shutdown:\n{stopped}"
     server.start()
     for engine in (speaker.entity_id, one_shot_speaker.entity_id):
-        wait_until(lambda: speaks(ha, engine, ha_install.ffmpeg, "After the restart.") > 0.3, 240,
+        wait_until(lambda engine=engine: speaks(ha, engine, ha_install.ffmpeg, "After the restart.") > 0.3, 240,
                    f"{engine} speaking after the server's restart (no reload)", interval=2, alive=server.alive)
     assert entry_state(ha, speaker.entry_id) == "loaded"
 

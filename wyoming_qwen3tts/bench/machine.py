@@ -101,7 +101,7 @@ class Contention:
     own: float
 
     @classmethod
-    def start(cls) -> "Contention":
+    def start(cls) -> Contention:
         return cls(time.monotonic(), _machine_cpu_s(), _own_busy_s())
 
     def shares(self) -> tuple[float, float]:

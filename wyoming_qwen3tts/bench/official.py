@@ -15,9 +15,10 @@ import logging
 import sys
 import time
 import types
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Iterator
+from typing import Any
 
 from .process import peak_rss_mb, rss_mb
 from .scenarios import Workload

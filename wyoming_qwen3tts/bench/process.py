@@ -5,8 +5,9 @@ from __future__ import annotations
 import logging
 import multiprocessing
 import resource
+from collections.abc import Callable
 from concurrent.futures import ProcessPoolExecutor
-from typing import Any, Callable, TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 

@@ -12,11 +12,11 @@ from pathlib import Path
 
 from ..engine.audio import SAMPLE_RATE
 from ..engine.config import EngineConfig
+from ..engine.metrics import EngineMetrics
 from ..engine.model import LoadedModel
 from ..engine.runner import StepTimes
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
-from ..engine.metrics import EngineMetrics
 from ..model.prompt import VoiceRequest
 from .process import peak_rss_mb, resident_kb, rss_mb
 from .stats import Spread, percentile

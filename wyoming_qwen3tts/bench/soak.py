@@ -235,7 +235,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.no_write:
         soak_report.write(args.out, args.label, result.report)
         log.info("wrote %s.json and %s.md", args.out, args.out)
-    print(soak_report.markdown(args.label, result.report))  # noqa: T201 - the command's output
+    print(soak_report.markdown(args.label, result.report))
     if not result.passed:
         log.error("soak failed; server log: %s", result.log_path)
     return 0 if result.passed else 1

@@ -24,7 +24,8 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 # kind -> share of the workload (percent)
 KINDS: dict[str, int] = {
     "oneshot": 26,  # one-shot synthesize: audio-start, chunks, audio-stop
-    "stream": 22,  # synthesize-start / text in pieces / compat synthesize / synthesize-stop; half ask describe mid-audio
+    # synthesize-start / text in pieces / compat synthesize / synthesize-stop; half ask describe mid-audio
+    "stream": 22,
     "cancel": 10,  # streaming, the client leaves after the first audio (reset or close), before its stop
     "disconnect": 8,  # one-shot, the client leaves at once or after audio-start
     "pipelined": 6,  # two one-shots on one connection, answered in order
@@ -178,7 +179,7 @@ class Connection:
         self._deadline = time.monotonic() + limits.response_timeout
 
     @classmethod
-    async def open(cls, host: str, port: int, limits: Limits) -> "Connection":
+    async def open(cls, host: str, port: int, limits: Limits) -> Connection:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), limits.connect_timeout)
         return cls(reader, writer, limits)
 

@@ -78,7 +78,8 @@ def checks(results: list[Result], engine: EngineLog, rss: dict[str, float], fds:
               f"{last[0]}/{last[1]} free at the end; {len(engine.idle)} idle moments, {len(engine.leaks)} with blocks "
               "missing"),
         Check("RSS flat", rss["end"] - rss["start"] <= rss_limit,
-              f"{rss['start']:.0f} -> {rss['end']:.0f} MB at idle (peak {rss['peak']:.0f}), tolerance {rss_limit:.0f} MB"),
+              f"{rss['start']:.0f} -> {rss['end']:.0f} MB at idle (peak {rss['peak']:.0f}), "
+              f"tolerance {rss_limit:.0f} MB"),
         Check("fds flat", fds["end"] - fds["start"] <= tol.fds,
               f"{fds['start']:.0f} -> {fds['end']:.0f} at idle (peak {fds['peak']:.0f}), tolerance {tol.fds}"),
         Check("no tracebacks", engine.tracebacks == 0, f"{engine.tracebacks} in the server log"),

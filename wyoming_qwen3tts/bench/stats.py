@@ -1,8 +1,8 @@
 """Medians with their spread: every benchmark figure is reported as median, min and max over runs."""
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 
@@ -15,13 +15,13 @@ class Spread:
     n: int
 
     @classmethod
-    def of(cls, values: Iterable[float]) -> "Spread":
+    def of(cls, values: Iterable[float]) -> Spread:
         v = np.asarray(list(values), np.float64)
         if v.size == 0:
             raise ValueError("no values to summarise")
         return cls(float(np.median(v)), float(v.min()), float(v.max()), int(v.size))
 
-    def scaled(self, factor: float) -> "Spread":
+    def scaled(self, factor: float) -> Spread:
         """The same figure in other units (e.g. seconds → ms)."""
         return Spread(self.median * factor, self.min * factor, self.max * factor, self.n)
 

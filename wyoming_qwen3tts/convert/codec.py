@@ -30,8 +30,20 @@ from openvino import opset13 as op
 
 from ..model.checkpoint import Checkpoint, TensorStore
 from ..model.spec import CodecDecoderSpec
-from .ops import (Weights, apply_rope, explicit_attention, f32, i64, linear, merge_heads, out, rms_norm, rope_tables,
-                  split_heads, to_bhtd)
+from .ops import (
+    Weights,
+    apply_rope,
+    explicit_attention,
+    f32,
+    i64,
+    linear,
+    merge_heads,
+    out,
+    rms_norm,
+    rope_tables,
+    split_heads,
+    to_bhtd,
+)
 
 log = logging.getLogger(__name__)
 

@@ -37,8 +37,19 @@ from openvino import opset13 as op
 from ..model.checkpoint import Checkpoint, CheckpointError, TensorStore
 from ..model.spec import CodecEncoderSpec
 from .codec import OfflineContext, named, per_channel, seen_to_bias
-from .ops import (Weights, apply_rope, explicit_attention, f32, i64, linear, merge_heads, out, repeat_kv,
-                  split_heads, to_bhtd)
+from .ops import (
+    Weights,
+    apply_rope,
+    explicit_attention,
+    f32,
+    i64,
+    linear,
+    merge_heads,
+    out,
+    repeat_kv,
+    split_heads,
+    to_bhtd,
+)
 
 log = logging.getLogger(__name__)
 

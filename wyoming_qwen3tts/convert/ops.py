@@ -7,13 +7,12 @@ the pattern every OpenVINO plugin recognises; INT8 is applied afterwards by nncf
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 import numpy as np
 import openvino as ov
 from openvino import opset13 as op
 
-Value = Union[ov.Output, ov.Node]
+Value = ov.Output | ov.Node
 
 WEIGHT_FORMATS = ("int8", "int4", "fp16", "fp32")
 

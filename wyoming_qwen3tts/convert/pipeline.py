@@ -104,8 +104,12 @@ def resolve_source(src: str | Path, revision: str | None) -> tuple[Path, dict[st
                            f"(like Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice)")
     try:
         from huggingface_hub import snapshot_download
-        from huggingface_hub.utils import (GatedRepoError, LocalEntryNotFoundError, RepositoryNotFoundError,
-                                           RevisionNotFoundError)
+        from huggingface_hub.utils import (
+            GatedRepoError,
+            LocalEntryNotFoundError,
+            RepositoryNotFoundError,
+            RevisionNotFoundError,
+        )
     except ImportError:
         raise ConvertError("downloading from the hub needs huggingface_hub: "
                            "pip install 'wyoming-qwen3tts[convert]'") from None

@@ -8,8 +8,8 @@ in-graph tensors for the code predictor's 15 steps), so it is a callback.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 import openvino as ov
@@ -17,8 +17,19 @@ from openvino import opset13 as op
 
 from ..model.checkpoint import TensorStore
 from ..model.spec import LayerStackSpec
-from .ops import (Weights, apply_rope, explicit_attention, i64, linear, merge_heads, repeat_kv, rms_norm,
-                  split_heads, swiglu, to_bhtd)
+from .ops import (
+    Weights,
+    apply_rope,
+    explicit_attention,
+    i64,
+    linear,
+    merge_heads,
+    repeat_kv,
+    rms_norm,
+    split_heads,
+    swiglu,
+    to_bhtd,
+)
 
 # (layer index, new keys [B,Hkv,T,D], new values) -> (all keys, all values) incl. the past
 KVCache = Callable[[int, ov.Output, ov.Output], tuple[ov.Output, ov.Output]]
@@ -40,7 +51,7 @@ class LayerWeights:
     down: ov.Output
 
     @classmethod
-    def load(cls, store: TensorStore, prefix: str, weights: Weights) -> "LayerWeights":
+    def load(cls, store: TensorStore, prefix: str, weights: Weights) -> LayerWeights:
         def w(*names: str) -> ov.Output:
             return weights(np.concatenate([store.get(prefix + name) for name in names]))
 

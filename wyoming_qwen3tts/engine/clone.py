@@ -139,7 +139,7 @@ class Cloner:
         try:
             with np.load(path) as f:
                 version, vector, codes = int(f["version"]), f["speaker_vector"], f["codes"]
-        except Exception as e:  # noqa: BLE001 - any damage (empty, truncated, foreign file) is a miss
+        except Exception as e:
             log.warning("%s: unreadable clone cache entry (%s: %s); encoding again", path, type(e).__name__, e)
             return None
         if version != CACHE_VERSION or vector.shape != (hidden,) or codes.ndim != 2 or codes.shape[1] != groups:

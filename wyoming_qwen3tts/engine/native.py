@@ -56,7 +56,7 @@ class NativeRunner:
         self.model, self.schedule = model, schedule
 
     @property
-    def pool(self):  # noqa: ANN201 - the C++ BlockPool view
+    def pool(self):
         return self._runner.pool
 
     @property
@@ -91,7 +91,7 @@ class NativeRunner:
     def can_admit(self, prompt_tokens: int, max_frames: int) -> bool:
         return self._runner.can_admit(prompt_tokens, max_frames)
 
-    def add(self, embeds, params: SamplingParams, max_frames: int | None = None):  # noqa: ANN001, ANN201
+    def add(self, embeds, params: SamplingParams, max_frames: int | None = None):
         frames = self.frame_budget(embeds.prefill.shape[0], params.frame_limit(max_frames))
         p = _native.SamplingParams()
         for name in ("do_sample", "top_k", "top_p", "temperature", "repetition_penalty", "subtalker_do_sample",
@@ -100,7 +100,7 @@ class NativeRunner:
         return self._runner.add(embeds.prefill, embeds.trailing, p, request_uniforms(params.seed, frames).ravel(),
                                 frames, embeds.codec_prefix)
 
-    def abort(self, seq, reason: str = "aborted") -> None:  # noqa: ANN001
+    def abort(self, seq, reason: str = "aborted") -> None:
         self._runner.abort(seq, reason)
 
     def step(self) -> list:

@@ -28,7 +28,7 @@ class SamplingParams(GenerationDefaults):
     min_frames: int = MIN_NEW_TOKENS  # EOS is masked before this many frames (benchmarks hold it off)
 
     @classmethod
-    def from_defaults(cls, gen: GenerationDefaults, **overrides: Any) -> "SamplingParams":
+    def from_defaults(cls, gen: GenerationDefaults, **overrides: Any) -> SamplingParams:
         """generation_config.json values with per-request overrides (None = keep)."""
         params = replace(cls(**asdict(gen)), **{k: v for k, v in overrides.items() if v is not None})
         params.validate()
@@ -39,7 +39,7 @@ class SamplingParams(GenerationDefaults):
         draw is never a frame; `cap` lowers it further."""
         return self.max_new_tokens - 1 if cap is None else min(cap, self.max_new_tokens - 1)
 
-    def greedy(self) -> "SamplingParams":
+    def greedy(self) -> SamplingParams:
         return replace(self, do_sample=False, subtalker_do_sample=False)
 
     def validate(self) -> None:

@@ -60,11 +60,12 @@ class Scheduler:
     """Continuous batching over one LoadedModel. `start()` runs the loop on a thread;
     tests may instead call `tick()` themselves for a deterministic interleaving."""
 
-    def __init__(self, model: LoadedModel, config: EngineConfig = EngineConfig(),
+    def __init__(self, model: LoadedModel, config: EngineConfig | None = None,
                  defaults: SamplingParams | None = None, schedule: ChunkSchedule | None = None) -> None:
         """defaults: sampling of requests that bring none. schedule: the codec chunk
         schedule (default: the config's first/steady chunks; offline = no audio while
         generating, the caller decodes the codes)."""
+        config = config or EngineConfig()
         config.validate()
         self.model, self.config = model, config
         self.defaults = defaults or SamplingParams.from_defaults(model.spec.generation)
@@ -124,7 +125,7 @@ class Scheduler:
         with self._lock:
             return self._metrics
 
-    def start(self) -> "Scheduler":
+    def start(self) -> Scheduler:
         """Run the loop on its own thread (once: two loops would share one runner)."""
         if self._thread is not None:
             raise RuntimeError("the engine is already started")
@@ -146,7 +147,7 @@ class Scheduler:
             self._thread = None
         self._drain_all(RequestAborted("the engine shut down"), waiting=True)
 
-    def __enter__(self) -> "Scheduler":
+    def __enter__(self) -> Scheduler:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:

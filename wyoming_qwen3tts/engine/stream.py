@@ -9,8 +9,8 @@ from __future__ import annotations
 import asyncio
 import collections
 import threading
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
-from typing import AsyncIterator, Callable, Iterator
 
 import numpy as np
 

@@ -8,9 +8,10 @@ from __future__ import annotations
 
 import json
 import struct
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO, Callable, Iterable
+from typing import BinaryIO
 
 import numpy as np
 

@@ -9,8 +9,9 @@ keys the released files omit (documented at each use).
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
-from typing import Any, Mapping
+from typing import Any
 
 MODEL_TYPES = ("custom_voice", "voice_design", "base")
 
@@ -43,7 +44,7 @@ class _Reader:
         value = self.data.get(key)
         return default if value is None else value
 
-    def sub(self, key: str) -> "_Reader":
+    def sub(self, key: str) -> _Reader:
         return _Reader(self.req(key, dict), f"{self.where}:{key}")
 
 
@@ -62,7 +63,7 @@ class LayerStackSpec:
     max_position_embeddings: int
 
     @classmethod
-    def read(cls, r: _Reader) -> "LayerStackSpec":
+    def read(cls, r: _Reader) -> LayerStackSpec:
         hidden, heads = r.req("hidden_size", int), r.req("num_attention_heads", int)
         spec = cls(
             hidden_size=hidden,

@@ -90,7 +90,7 @@ def in_daemon_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     def run() -> None:
         try:
             result, error = fn(*args), None
-        except BaseException as e:  # noqa: BLE001 - handed to the event loop
+        except BaseException as e:
             result, error = None, e
         try:
             loop.call_soon_threadsafe(settle, result, error)
@@ -213,7 +213,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = config_from_args(args)
         if args.list_devices:
-            print(describe_devices(ov.Core(), requested_devices(config),  # noqa: T201 - the command's output
+            print(describe_devices(ov.Core(), requested_devices(config),
                                    config.precision.inference))
             return 0
         asyncio.run(serve(config))

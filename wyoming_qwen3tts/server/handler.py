@@ -205,7 +205,7 @@ class TtsHandler(AsyncEventHandler):
                     speech.add(sentence)
         except (TextTooLong, SpeechError) as e:
             speech.fail(e if isinstance(e, SpeechError) else SpeechError(str(e), error_code(e)))
-        except Exception as e:  # noqa: BLE001 - reported on the response, which must end
+        except Exception as e:
             log.exception("%s: failed to read the text", self._peer)
             speech.fail(SpeechError(f"internal error reading the text: {e}", "InternalError"))
 

@@ -14,7 +14,7 @@ import openvino as ov
 
 from .. import __version__
 from ..config import ServerConfig, VoiceConfig
-from ..engine.clone import ClonePrompt, CloneError, Cloner
+from ..engine.clone import CloneError, ClonePrompt, Cloner
 from ..engine.devices import GRAPHS, place
 from ..engine.model import LoadedModel
 from ..engine.sampling import SamplingParams

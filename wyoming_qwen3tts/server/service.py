@@ -6,6 +6,7 @@ import asyncio
 import itertools
 import time
 from dataclasses import dataclass, field
+
 from wyoming.info import Info
 
 from .. import __version__

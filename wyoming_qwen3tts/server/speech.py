@@ -144,7 +144,7 @@ class Speech:
                 self.timing.mark("submitted")
             except (EngineError, ValueError) as e:
                 self.fail(SpeechError(str(e), error_code(e)))
-            except Exception as e:  # noqa: BLE001 - a bug: this response fails, the server goes on
+            except Exception as e:
                 log.exception("%s: synthesis failed", self._label)
                 self.fail(SpeechError(f"synthesis failed: {e}", "SynthesisFailed"))
 

@@ -229,7 +229,7 @@ class Catalogue:
                 prompt = clone(voice)
             except CloneError as e:
                 raise CatalogueError(str(e)) from None
-            except Exception as e:  # noqa: BLE001 - one recording's surprise must not cost the other voices
+            except Exception as e:
                 log.exception("%s: cloning failed", where)
                 raise CatalogueError(f"{where}: cloning failed ({type(e).__name__}: {e})") from None
         return VoiceEntry(name=voice.name, description=voice.description or voice.name,

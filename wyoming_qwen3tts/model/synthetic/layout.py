@@ -1,9 +1,8 @@
 """A tensor of a synthetic checkpoint: name, shape, dtype and how to fill it."""
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
-
-from typing import Iterator
 
 import numpy as np
 

@@ -10,16 +10,20 @@ import json
 import logging
 import math
 import zlib
+from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import Iterator, Sequence
 
 import numpy as np
 
 from ..safetensors import write_streaming
 from ..spec import parse_model_config
 from ..weights import talker_shapes
-from .codec_layout import (codec_tensors, speaker_encoder_tensors, speech_tokenizer_config,
-                           speech_tokenizer_preprocessor_config)
+from .codec_layout import (
+    codec_tensors,
+    speaker_encoder_tensors,
+    speech_tokenizer_config,
+    speech_tokenizer_preprocessor_config,
+)
 from .layout import TensorSpec
 from .presets import GENERATION_CONFIG, PRESETS, Preset, model_config
 from .vocab import qwen_base_ranks, tiny_ranks, write_tokenizer_files
