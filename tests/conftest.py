@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import logging
+import types
 from pathlib import Path
 
 import pytest
@@ -44,3 +45,24 @@ def converted_factory(checkpoint_factory, tmp_path_factory: pytest.TempPathFacto
 
 def pytest_configure(config: pytest.Config) -> None:
     logging.getLogger("wyoming_qwen3tts").setLevel(logging.INFO)
+    config.addinivalue_line("markers", "oracle: compares with the official PyTorch implementation (the slow tier)")
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Two tiers in one run: the modules that load the official implementation (they import
+    the `oracle` test module) are marked `oracle` and run last, so a broken build or server
+    fails within minutes; `-m "not oracle"` runs the fast tier alone."""
+    for item in items:
+        module = getattr(item, "module", None)
+        if module is not None and _uses_oracle(module):
+            item.add_marker(pytest.mark.oracle)
+    items.sort(key=lambda item: item.get_closest_marker("oracle") is not None)  # stable: files keep their order
+
+
+def _uses_oracle(module: object) -> bool:
+    """The module imported the oracle, directly or through parity.py."""
+    for value in vars(module).values():
+        name = value.__name__ if isinstance(value, types.ModuleType) else getattr(value, "__module__", None)
+        if name in ("oracle", "parity"):
+            return True
+    return False
