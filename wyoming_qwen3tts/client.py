@@ -10,7 +10,8 @@ from dataclasses import dataclass, field
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncClient
 from wyoming.error import Error
-from wyoming.event import Event
+from wyoming.event import Event, async_read_event, async_write_event
+from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
 
@@ -37,6 +38,22 @@ class Reply:
     @property
     def seconds(self) -> float:
         return len(self.audio) / (self.rate * self.width * self.channels) if self.rate else 0.0
+
+
+async def describe(port: int, host: str = "127.0.0.1", timeout: float = 5.0) -> Info | None:
+    """A server's info, or None if it does not answer (yet): what a readiness probe needs."""
+    try:
+        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, port), timeout)
+    except (OSError, asyncio.TimeoutError):
+        return None
+    try:
+        await async_write_event(Describe().event(), writer)
+        event = await asyncio.wait_for(async_read_event(reader), timeout)
+        return Info.from_event(event) if event is not None and Info.is_type(event.type) else None
+    except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
+        return None
+    finally:
+        writer.close()
 
 
 def _voice(name: str | None, language: str | None) -> dict | None:

@@ -29,8 +29,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
 
-from wyoming.event import async_read_event, async_write_event
-from wyoming.info import Describe, Info
+from wyoming.info import Info
+
+from ..client import describe
 
 log = logging.getLogger("wyoming_qwen3tts.bench.vs_piper")
 
@@ -127,18 +128,7 @@ class Server:
 
     async def describe(self, timeout: float = 5.0) -> Info | None:
         """The server's info, or None if it does not answer (yet)."""
-        try:
-            reader, writer = await asyncio.wait_for(asyncio.open_connection("127.0.0.1", self.port), timeout)
-        except (OSError, asyncio.TimeoutError):
-            return None
-        try:
-            await async_write_event(Describe().event(), writer)
-            event = await asyncio.wait_for(async_read_event(reader), timeout)
-            return Info.from_event(event) if event is not None and Info.is_type(event.type) else None
-        except (OSError, asyncio.TimeoutError, asyncio.IncompleteReadError):
-            return None
-        finally:
-            writer.close()
+        return await describe(self.port, timeout=timeout)
 
     async def wait_ready(self, timeout: float) -> list[str]:
         """The names of its TTS programs, once it answers describe with one."""
