@@ -14,7 +14,7 @@ import dataclasses
 import logging
 import threading
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -38,12 +38,24 @@ class _Request:
     params: SamplingParams
     max_frames: int
     deadline: float | None
-    stream: AudioStream
-    submitted: float = field(default_factory=time.monotonic)
-    admitted: float | None = None
-    first_audio: float | None = None
+    stream: AudioStream  # its marks hold the request's times (queued, admitted, first_audio)
     seq: Sequence | None = None
     samples: int = 0  # PCM samples delivered
+
+    def __post_init__(self) -> None:
+        self.stream.marks["queued"] = time.monotonic()
+
+    @property
+    def submitted(self) -> float:
+        return self.stream.marks["queued"]
+
+    @property
+    def admitted(self) -> float | None:
+        return self.stream.marks.get("admitted")
+
+    @property
+    def first_audio(self) -> float | None:
+        return self.stream.marks.get("first_audio")
 
 
 def make_runner(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule) -> Runner | NativeRunner:
@@ -110,7 +122,6 @@ class Scheduler:
             stream = AudioStream(rid, self.abort)
             deadline = time.monotonic() + timeout if timeout > 0 else None
             self._waiting.append(_Request(rid, prompt, params, cap, deadline, stream))
-            stream.marks["queued"] = self._waiting[-1].submitted
             self._wake.notify()
         log.debug("request %d queued: %d prompt tokens, frame cap %d", rid, len(prompt), cap)
         return stream
@@ -209,7 +220,7 @@ class Scheduler:
                 log.warning("request %d rejected: %s", req.id, e)
                 self._finish(req, f"error: {e}", EngineError(str(e)))
                 continue
-            req.admitted = req.stream.marks["admitted"] = time.monotonic()
+            req.stream.marks["admitted"] = time.monotonic()
             self._running[req.id] = req
             if req.seq.finished:  # a frame budget of zero
                 self._deliver(req)
@@ -228,7 +239,7 @@ class Scheduler:
         seq = req.seq
         chunks = seq.take_audio()
         if chunks and req.first_audio is None:
-            req.first_audio = req.stream.marks["first_audio"] = time.monotonic()
+            req.stream.marks["first_audio"] = time.monotonic()
         req.samples += sum(c.size for c in chunks)
         for i, pcm in enumerate(chunks):
             req.stream.put(AudioChunk(pcm, final=seq.finished and i == len(chunks) - 1))

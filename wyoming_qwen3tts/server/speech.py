@@ -86,9 +86,13 @@ class Speech:
         self._samples = 0
         self._sentences = 0  # sentences queued, ever
         self.timing = FirstAudio()
-        self._t0 = self.timing.arrival
         self._profile = profile or Profile()
-        self.first_audio_s: float | None = None
+
+    @property
+    def first_audio_s(self) -> float | None:
+        """Arrival to the first audio-chunk written (None: none yet)."""
+        written = self.timing.times.get("written")
+        return None if written is None else written - self.timing.arrival
 
     def add(self, sentence: str) -> None:
         """Queue a sentence (ignored after a failure: the response is already an error)."""
@@ -191,8 +195,9 @@ class Speech:
         finally:
             self._cancel_all()
             self._finished = True
+        first = self.first_audio_s
         log.info("%s: %.2f s of audio, first after %s, done in %.2f s", self._label, self._samples / SAMPLE_RATE,
-                 "-" if self.first_audio_s is None else f"{self.first_audio_s:.3f} s", time.monotonic() - self._t0)
+                 "-" if first is None else f"{first:.3f} s", time.monotonic() - self.timing.arrival)
 
     async def _speak(self) -> None:
         while self._failed is None:
@@ -222,7 +227,6 @@ class Speech:
 
     def _first_written(self) -> None:
         self.timing.mark("written")
-        self.first_audio_s = self.timing.times["written"] - self._t0
         log.log(logging.INFO if self._profile.enabled else logging.DEBUG, "%s: %s", self._label, self.timing.line())
         self._profile.add(self.timing)
 
