@@ -38,15 +38,22 @@ def rss_mb() -> float:
         return int(f.read().split()[1]) * resource.getpagesize() / 2**20
 
 
+def status_kb(pid: int | str = "self") -> dict[str, int]:
+    """The fields of /proc/PID/status counted in kB (VmRSS, RssAnon, RssFile, ...)."""
+    fields = {}
+    with open(f"/proc/{pid}/status", encoding="ascii") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if value.strip().endswith(" kB"):
+                fields[key] = int(value.split()[0])
+    return fields
+
+
 def resident_kb() -> tuple[int, int]:
     """(anonymous, file-backed) resident kB of this process now: what the plugins allocated,
     and the pages of mapped files (weights) still in memory."""
-    fields = {}
-    with open("/proc/self/status") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            fields[key] = value
-    return tuple(int(fields.get(key, "0 kB").split()[0]) for key in ("RssAnon", "RssFile"))  # type: ignore[return-value]
+    kb = status_kb()
+    return kb.get("RssAnon", 0), kb.get("RssFile", 0)
 
 
 def peak_rss_mb() -> float:

@@ -22,6 +22,7 @@ from pathlib import Path
 from wyoming.info import Info
 
 from ..client import describe
+from .process import status_kb
 
 log = logging.getLogger(__name__)
 
@@ -48,12 +49,7 @@ class Sample:
 
 def sample_process(pid: int, t: float, phase: str) -> Sample:
     """VmRSS (and its anonymous part) and the number of open file descriptors of `pid` now."""
-    kb = {}
-    with open(f"/proc/{pid}/status", encoding="ascii") as f:
-        for line in f:
-            key, _, value = line.partition(":")
-            if key in ("VmRSS", "RssAnon"):
-                kb[key] = int(value.split()[0])
+    kb = status_kb(pid)
     return Sample(round(t, 2), phase, round(kb.get("VmRSS", 0) / 1024, 1), len(os.listdir(f"/proc/{pid}/fd")),
                   round(kb.get("RssAnon", 0) / 1024, 1))
 
