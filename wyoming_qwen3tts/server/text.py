@@ -4,7 +4,8 @@ The handler splits the *raw* text with `SentenceSplitter` (or `split_sentences` 
 request), then cleans each sentence with `normalize`. Splitting comes first because text
 arrives in arbitrary pieces and synthesis of sentence 1 should start while sentence 2 is still
 being written; the splitter also drops fenced code blocks line by line, which `normalize` could
-not do once a block is spread over several sentences.
+not do once a block is spread over several sentences. `SentenceSplitter.settled()` gives the
+already final start of the sentence still being written (for text_stream.SentenceStream).
 
 Splitting rules (each decision uses only what has arrived, and is never revised):
 
@@ -44,6 +45,7 @@ DEFAULT_MAX_SENTENCE_CHARS = 300
 _ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs"})
 _INITIALISM = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
 _OPENERS = "\"'([{«“‘「『"
+_LAST_SPACE = re.compile(r"\s\S*\Z")
 
 
 class TextTooLong(ValueError):
@@ -153,6 +155,41 @@ class SentenceSplitter:
         self._reset()
         return out
 
+    def settled(self) -> str:
+        """The start of the open sentence that no later text can change (raw, not stripped).
+
+        The open sentence (released next, unless it turns out to have nothing speakable) starts
+        with this text, except that whitespace at its end may instead fall to the sentence after
+        (where it is stripped): later pieces only append. "" while even the start is undecided:
+        after a flush, inside a code block, or on a line that may still open one. For
+        text_stream.SentenceStream, which speaks a sentence while it is still being written.
+        """
+        buf = self._buf
+        if not buf or self._dangling or self._fence is not None:
+            return ""
+        if self._line_start and self._is_code_line(final=False) is not False:
+            return ""
+        # _find_cut has scanned buf[:_pos] without finding a boundary, so a boundary cut comes
+        # after it; a length cut (when no boundary comes in time) no earlier than _length_floor
+        end = min(self._pos, self._length_floor())
+        while end < len(buf) and buf[end].isspace():
+            end += 1
+        return buf[:end]
+
+    def _length_floor(self) -> int:
+        """The earliest a length cut (_clause_cut, once the sentence reaches max_sentence_chars)
+        can fall, whatever text follows: the rule is the same, applied to the window to come."""
+        buf, half = self._buf, self.max_sentence_chars // 2
+        clause = max(buf.rfind(mark) for mark in CLAUSE_MARKS)
+        if clause >= half:  # the cut will be at this clause mark or a later one
+            return clause + 1
+        last = _LAST_SPACE.search(buf)
+        space = last.start() if last else 0  # as in _clause_cut, a space at 0 does not count
+        if space:  # a later clause mark would be in the second half: the cut is at this space or later
+            return space
+        # no space yet: a later space, a later clause mark or the hard limit, or this clause mark
+        return min(len(buf), clause + 1) if clause >= 0 else len(buf)
+
     def _split(self, final: bool) -> list[str]:
         out: list[str] = []
         while self._buf:
@@ -179,6 +216,23 @@ class SentenceSplitter:
     def _code_line(self, final: bool) -> bool | None:
         """At a line start: drop one line of a code block (True), report ordinary text (False),
         or wait for the rest of the line (None)."""
+        verdict = self._is_code_line(final)
+        if not verdict:
+            return verdict
+        end = _line_end(self._buf)
+        if end < 0:
+            end = len(self._buf)  # unclosed block or lone fence at the end: dropped
+        head = self._buf[:end].lstrip(" \t")
+        if self._fence is None:
+            self._fence = head[0]
+        elif _closes_fence(head, self._fence):
+            self._fence = None
+        self._buf, self._pos = self._buf[end + 1:], 0
+        return True
+
+    def _is_code_line(self, final: bool) -> bool | None:
+        """Whether the line at the start of the buffer is code (a fence or inside a block); None
+        while that depends on text still to come. Changes nothing."""
         end = _line_end(self._buf)
         head = (self._buf if end < 0 else self._buf[:end]).lstrip(" \t")
         if self._fence is None:
@@ -186,16 +240,7 @@ class SentenceSplitter:
                 return None  # "`" or "``" may still become a fence
             if not _opens_fence(head):
                 return False
-        if end < 0:
-            if not final:
-                return None
-            end = len(self._buf)  # unclosed block or lone fence at the end: dropped
-        if self._fence is None:
-            self._fence = head[0]
-        elif _closes_fence(head, self._fence):
-            self._fence = None
-        self._buf, self._pos = self._buf[end + 1:], 0
-        return True
+        return None if end < 0 and not final else True
 
     def _find_cut(self, final: bool) -> int | None:
         """End index of the first complete sentence in the buffer, or None to wait for more."""
