@@ -155,6 +155,30 @@ class TextTokenizer:
         """Token ids of `text`; special tokens written in the text become their ids."""
         return self._tokenizer.encode(text, add_special_tokens=False).ids
 
+    # The stages of `encode`, for callers that tokenize text arriving in pieces (token_stream.py).
+
+    def added_tokens(self) -> dict[int, AddedToken]:
+        """Added tokens by id; `encode` cuts these out of the raw text before anything else runs."""
+        return self._tokenizer.get_added_tokens_decoder()
+
+    def normalize(self, text: str) -> str:
+        """`text` after the normaliser (NFC), as `encode` normalises the text between added tokens."""
+        return self._tokenizer.normalizer.normalize_str(text)
+
+    def split(self, normalized: str) -> list[tuple[int, int]]:
+        """Character spans of the pre-tokens of normalised text (the split regex alone).
+
+        BPE never merges across these spans, so ids of a span depend on that span only.
+        """
+        return [span for _, span in self._tokenizer.pre_tokenizer[0].pre_tokenize_str(normalized)]
+
+    def encode_pre_token(self, pre_token: str) -> list[int]:
+        """BPE ids of one pre-token: no normalising, no regex split, no added-token matching."""
+        if not pre_token:
+            return []
+        mapped = "".join(piece for piece, _ in self._tokenizer.pre_tokenizer[1].pre_tokenize_str(pre_token))
+        return [token.id for token in self._tokenizer.model.tokenize(mapped)]
+
     def decode(self, ids: Iterable[int], skip_special_tokens: bool = False) -> str:
         """Text of `ids` (invalid UTF-8 byte sequences become U+FFFD)."""
         return self._tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
