@@ -68,6 +68,8 @@ PYBIND11_MODULE(_native, m) {
       .def_readonly("cached", &Sequence::cached)
       .def_readonly("finished", &Sequence::finished)
       .def_readonly("reason", &Sequence::reason)
+      .def_readonly("prompt_tokens", &Sequence::prompt_tokens)
+      .def_readonly("text_open", &Sequence::text_open)
       .def_property_readonly("num_frames", &Sequence::num_frames)
       .def_property_readonly("pending", [](const Sequence& s) -> py::object {
         return s.pending.empty() ? py::object(py::none()) : py::object(py::int_(s.pending_rows()));
@@ -135,7 +137,8 @@ PYBIND11_MODULE(_native, m) {
           [](Runner& r, py::array_t<float, py::array::c_style | py::array::forcecast> prefill,
              py::array_t<float, py::array::c_style | py::array::forcecast> trailing, const SamplingParams& params,
              py::array_t<double, py::array::c_style | py::array::forcecast> uniforms, int64_t max_frames,
-             std::optional<py::array_t<int64_t, py::array::c_style | py::array::forcecast>> codec_prefix) {
+             std::optional<py::array_t<int64_t, py::array::c_style | py::array::forcecast>> codec_prefix,
+             bool text_open) {
             if (prefill.ndim() != 2 || trailing.ndim() != 2 || prefill.shape(1) != trailing.shape(1))
               throw std::invalid_argument("prefill and trailing must be [rows, hidden] of one width");
             std::vector<int64_t> prefix;
@@ -148,10 +151,18 @@ PYBIND11_MODULE(_native, m) {
             auto p = to_vector(prefill), t = to_vector(trailing);
             auto u = to_vector(uniforms);
             py::gil_scoped_release release;  // priming a reference runs the codec
-            return r.add(std::move(p), std::move(t), hidden, params, std::move(u), max_frames, prefix);
+            return r.add(std::move(p), std::move(t), hidden, params, std::move(u), max_frames, prefix, text_open);
           },
           py::arg("prefill"), py::arg("trailing"), py::arg("params"), py::arg("uniforms"), py::arg("max_frames"),
-          py::arg("codec_prefix") = py::none())
+          py::arg("codec_prefix") = py::none(), py::arg("text_open") = false)
+      .def(
+          "extend",
+          [](Runner& r, const std::shared_ptr<Sequence>& seq,
+             py::array_t<float, py::array::c_style | py::array::forcecast> rows, bool closed, int64_t max_frames,
+             py::array_t<double, py::array::c_style | py::array::forcecast> uniforms) {
+            return r.extend(seq, to_vector(rows), closed, max_frames, to_vector(uniforms));
+          },
+          py::arg("seq"), py::arg("rows"), py::arg("closed"), py::arg("max_frames"), py::arg("uniforms"))
       .def("abort", &Runner::abort)
       .def("step", &Runner::step, py::call_guard<py::gil_scoped_release>());
 }

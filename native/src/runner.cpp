@@ -169,7 +169,7 @@ bool Runner::can_admit(int64_t prompt_tokens, int64_t max_frames) const {
 
 std::shared_ptr<Sequence> Runner::add(std::vector<float> prefill, std::vector<float> trailing, int64_t hidden,
                                       const SamplingParams& params, std::vector<double> uniforms, int64_t max_frames,
-                                      const std::vector<int64_t>& codec_prefix) {
+                                      const std::vector<int64_t>& codec_prefix, bool text_open) {
   if (hidden != hidden_) throw std::invalid_argument("embedding width does not match the talker");
   int64_t length = static_cast<int64_t>(prefill.size()) / hidden;
   int64_t frames = frame_budget(length, max_frames);
@@ -181,6 +181,8 @@ std::shared_ptr<Sequence> Runner::add(std::vector<float> prefill, std::vector<fl
   seq->trailing = std::move(trailing);
   seq->params = params;
   seq->max_frames = frames;
+  seq->prompt_tokens = length;
+  seq->text_open = text_open;
   seq->uniforms = std::move(uniforms);
   seq->pending = std::move(prefill);
   seq->groups = config_.groups;
@@ -192,6 +194,46 @@ std::shared_ptr<Sequence> Runner::add(std::vector<float> prefill, std::vector<fl
   else
     active_.push_back(seq);
   return seq;
+}
+
+bool Runner::extend(const std::shared_ptr<Sequence>& seq, const std::vector<float>& rows, bool closed,
+                    int64_t max_frames, const std::vector<double>& uniforms) {
+  Sequence& s = *seq;
+  if (s.finished) return true;
+  if (!s.text_open) throw std::invalid_argument("sequence " + std::to_string(s.id) + " has no open text");
+  if (rows.size() % hidden_ != 0) throw std::invalid_argument("trailing rows must be [rows, hidden]");
+  const int64_t frames = std::max(s.max_frames, frame_budget(s.prompt_tokens, max_frames));
+  const size_t draws = static_cast<size_t>((frames - s.max_frames) * s.groups);
+  if (uniforms.size() < draws) throw std::invalid_argument("need 16 uniforms per added frame");
+  try {
+    pool_->reserve(s.id, s.prompt_tokens + frames);
+  } catch (const std::length_error&) {
+    return false;
+  }
+  s.uniforms.insert(s.uniforms.end(), uniforms.begin(), uniforms.begin() + static_cast<std::ptrdiff_t>(draws));
+  s.max_frames = frames;
+  s.text_open = !closed;
+  s.trailing.insert(s.trailing.end(), rows.begin(), rows.end());
+  if (!s.held.empty()) {
+    const std::vector<float> frame = std::move(s.held);
+    s.held.clear();
+    feed_frame(s, frame.data());
+  }
+  return true;
+}
+
+void Runner::feed_frame(Sequence& s, const float* frame) {
+  const int64_t t = s.num_frames() - 1;
+  const float* text = config_.tts_pad.data();
+  if (t < s.trailing_rows()) {
+    text = s.trailing.data() + t * hidden_;
+  } else if (s.text_open) {
+    s.held.assign(frame, frame + hidden_);
+    s.pending.clear();
+    return;
+  }
+  s.pending.resize(hidden_);
+  for (int64_t d = 0; d < hidden_; ++d) s.pending[d] = frame[d] + text[d];
 }
 
 CodecState Runner::primed(const std::vector<int64_t>& prefix) {
@@ -213,6 +255,7 @@ void Runner::finish(Sequence& seq, const std::string& reason) {
   seq.finished = true;
   seq.reason = reason;
   seq.pending.clear();
+  seq.held.clear();
   pool_->release(seq.id);
 }
 
@@ -226,7 +269,7 @@ std::vector<std::shared_ptr<Sequence>> Runner::step() {
   double inference = times_.talker_s + times_.subcode_s + times_.codec_s;
   std::vector<Sequence*> batch;
   for (auto& s : active_)
-    if (!s->finished) batch.push_back(s.get());
+    if (!s->finished && !s->pending.empty()) batch.push_back(s.get());  // an open text may hold a sequence back
   if (!batch.empty()) {
     std::vector<float> logits, hidden;
     auto sampled = run_talker(batch, logits, hidden);
@@ -356,9 +399,7 @@ void Runner::run_subcode(const std::vector<size_t>& rows, const std::vector<floa
     Sequence& s = *sampled[rows[i]];
     int64_t frame = s.num_frames() - 1;
     std::copy(codes + i * steps, codes + (i + 1) * steps, s.frames.begin() + frame * s.groups + 1);
-    const float* text = frame < s.trailing_rows() ? s.trailing.data() + frame * hidden_ : config_.tts_pad.data();
-    s.pending.resize(hidden_);
-    for (int64_t d = 0; d < hidden_; ++d) s.pending[d] = embedding[i * hidden_ + d] + text[d];
+    feed_frame(s, embedding + i * hidden_);
     if (s.num_frames() >= s.max_frames) finish(s, "length");
   }
 }

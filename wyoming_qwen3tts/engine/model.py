@@ -148,6 +148,12 @@ class LoadedModel:
     def prompt(self, req: VoiceRequest) -> Prompt:
         return build_prompt(self.spec, self.tokenizer, req)
 
+    def embed_text(self, ids: Sequence[int]) -> np.ndarray:
+        """Trailing-text rows [n, H] of text ids (an open request's text as it arrives)."""
+        if not ids:
+            return np.zeros((0, self.spec.talker.stack.hidden_size), np.float32)
+        return self._embed(np.asarray(ids, np.int64), np.full(len(ids), -1))[0]
+
     def embed_prompt(self, prompt: Prompt) -> PromptEmbeds:
         """Both tracks through the embedding graph; speaker vectors and reference frames added here."""
         codec = prompt.codec_ids

@@ -12,7 +12,7 @@ import numpy as np
 
 from .config import EngineConfig
 from .model import LoadedModel
-from .runner import SUBCODE_STEPS, ChunkSchedule, StepTimes, request_uniforms
+from .runner import SUBCODE_STEPS, ChunkSchedule, Draws, StepTimes
 from .sampling import SamplingParams
 
 try:
@@ -54,6 +54,7 @@ class NativeRunner:
         c.tts_pad = model.tts_pad.astype(np.float32)
         self._runner = _native.Runner(c)
         self.model, self.schedule = model, schedule
+        self._draws: dict[int, Draws] = {}  # open sequences' generators: a growing frame cap draws on
 
     @property
     def pool(self):
@@ -91,17 +92,40 @@ class NativeRunner:
     def can_admit(self, prompt_tokens: int, max_frames: int) -> bool:
         return self._runner.can_admit(prompt_tokens, max_frames)
 
-    def add(self, embeds, params: SamplingParams, max_frames: int | None = None):
+    def add(self, embeds, params: SamplingParams, max_frames: int | None = None, text_open: bool = False):
         frames = self.frame_budget(embeds.prefill.shape[0], params.frame_limit(max_frames))
         p = _native.SamplingParams()
         for name in ("do_sample", "top_k", "top_p", "temperature", "repetition_penalty", "subtalker_do_sample",
                      "subtalker_top_k", "subtalker_top_p", "subtalker_temperature", "min_frames"):
             setattr(p, name, getattr(params, name))
-        return self._runner.add(embeds.prefill, embeds.trailing, p, request_uniforms(params.seed, frames).ravel(),
-                                frames, embeds.codec_prefix)
+        draws = Draws(params.seed)
+        seq = self._runner.add(embeds.prefill, embeds.trailing, p, draws.next(frames).ravel(), frames,
+                               embeds.codec_prefix, text_open)
+        if text_open and not seq.finished:
+            self._draws[seq.id] = draws
+        return seq
+
+    def extend(self, seq, rows: np.ndarray, closed: bool, max_frames: int) -> bool:
+        """As Runner.extend: the uniforms of the frames a larger cap adds continue the
+        request's draws."""
+        if seq.finished:
+            return True
+        frames = max(seq.max_frames, self.frame_budget(seq.prompt_tokens, max_frames))
+        draws = self._draws[seq.id]
+        uniforms = draws.next(frames - seq.max_frames)
+        if not self._runner.extend(seq, rows, closed, frames, uniforms.ravel()):
+            draws.unread(uniforms)
+            return False
+        if closed:
+            del self._draws[seq.id]
+        return True
 
     def abort(self, seq, reason: str = "aborted") -> None:
+        self._draws.pop(seq.id, None)
         self._runner.abort(seq, reason)
 
     def step(self) -> list:
-        return self._runner.step()
+        done = self._runner.step()
+        for seq in done:
+            self._draws.pop(seq.id, None)
+        return done

@@ -60,6 +60,10 @@ class Sequence:
     uniforms: np.ndarray  # [max_frames, 16] the request's draws: group 0, then the 15 subcode steps
     cached: int = 0  # tokens already in the KV cache
     pending: np.ndarray | None = None  # embeddings the next talker call feeds
+    text_open: bool = False  # more trailing text will come (Runner.extend); until then no pad is fed
+    held: np.ndarray | None = None  # [H] the last frame's embedding, waiting for its trailing-text row
+    draws: Draws | None = None  # more uniforms when the frame cap grows
+    trailing: np.ndarray = field(init=False)  # [M, H] text rows fed with the frames; grows while text_open
     frames: list[np.ndarray] = field(default_factory=list)  # [16] codes per frame
     finished: bool = False
     reason: str = ""  # "eos", "length" or an error
@@ -68,6 +72,7 @@ class Sequence:
 
     def __post_init__(self) -> None:
         self.pending = self.embeds.prefill
+        self.trailing = self.embeds.trailing
 
     @property
     def num_frames(self) -> int:
@@ -87,11 +92,24 @@ class Sequence:
         return np.concatenate(self.audio) if self.audio else np.zeros(0, np.float32)
 
 
-def request_uniforms(seed: int | None, frames: int) -> np.ndarray:
-    """A request's draws, [frames, 16]: per frame one for group 0 and 15 for the subcode,
-    in the order a per-request generator yields them (so a seed reproduces a request in
-    any batch, and the native runner makes the same draws)."""
-    return np.random.default_rng(seed).random((frames, SUBCODE_STEPS + 1))
+class Draws:
+    """A request's uniform draws, [frames, 16]: per frame one for group 0 and 15 for the
+    subcode, in the order a per-request generator yields them (so a seed reproduces a request
+    in any batch, the native runner makes the same draws, and a frame cap that grows with an
+    open text continues the same sequence)."""
+
+    def __init__(self, seed: int | None) -> None:
+        self._rng = np.random.default_rng(seed)
+        self._back = np.zeros((0, SUBCODE_STEPS + 1))  # drawn, given back unused
+
+    def next(self, frames: int) -> np.ndarray:
+        frames = max(0, frames)
+        back, self._back = self._back[:frames], self._back[frames:]
+        return np.concatenate([back, self._rng.random((frames - back.shape[0], SUBCODE_STEPS + 1))])
+
+    def unread(self, rows: np.ndarray) -> None:
+        """Give back the last draws taken (a cap that could not grow yet): `next` returns them again."""
+        self._back = np.concatenate([rows, self._back])
 
 
 class Runner:
@@ -148,15 +166,18 @@ class Runner:
         """Whether the pool can reserve this sequence's worst case now."""
         return self.pool.can_reserve(prompt_tokens + self.frame_budget(prompt_tokens, max_frames))
 
-    def add(self, embeds: PromptEmbeds, params: SamplingParams, max_frames: int | None = None) -> Sequence:
+    def add(self, embeds: PromptEmbeds, params: SamplingParams, max_frames: int | None = None,
+            text_open: bool = False) -> Sequence:
         """Start a sequence with room reserved for its prompt and every frame it may make.
         Raises ValueError when its prompt can never fit the cache, MemoryError when the
-        pool cannot reserve it now (see can_admit)."""
+        pool cannot reserve it now (see can_admit). text_open: its trailing text grows
+        through `extend` until closed."""
         frames = params.frame_limit(max_frames)
         length = embeds.prefill.shape[0]
         frames = self.frame_budget(length, frames)
-        seq = Sequence(self._next_id, embeds, params, frames, request_uniforms(params.seed, frames),
-                       codec=self._codec_stream(embeds.codec_prefix))
+        draws = Draws(params.seed)
+        seq = Sequence(self._next_id, embeds, params, frames, draws.next(frames),
+                       codec=self._codec_stream(embeds.codec_prefix), text_open=text_open, draws=draws)
         self.pool.reserve(seq.id, length + frames)
         self._next_id += 1
         if seq.max_frames == 0:
@@ -164,6 +185,39 @@ class Runner:
         else:
             self.active.append(seq)
         return seq
+
+    def extend(self, seq: Sequence, rows: np.ndarray, closed: bool, max_frames: int) -> bool:
+        """More text for an open sequence: trailing-text rows [n, H], whether the text is now
+        complete, and its frame cap for the longer text. Returns False, changing nothing,
+        while the pool cannot reserve that cap (try again when blocks return)."""
+        if seq.finished:
+            return True
+        if not seq.text_open:
+            raise ValueError(f"sequence {seq.id} has no open text")
+        length = seq.embeds.prefill.shape[0]
+        frames = max(seq.max_frames, self.frame_budget(length, seq.params.frame_limit(max_frames)))
+        try:
+            self.pool.reserve(seq.id, length + frames)
+        except MemoryError:
+            return False
+        seq.uniforms = np.concatenate([seq.uniforms, seq.draws.next(frames - seq.max_frames)])
+        seq.max_frames, seq.text_open = frames, not closed
+        seq.trailing = np.concatenate([seq.trailing, rows.astype(np.float32)])
+        if seq.held is not None:
+            self._feed_frame(seq, seq.held)
+        return True
+
+    def _feed_frame(self, seq: Sequence, frame: np.ndarray) -> None:
+        """The talker's next input: the frame's embedding plus trailing text row t (t = the
+        frame's index), or the pad once the text has run out; held while an open text has
+        no row t yet (feeding a pad would tell the model the text is over)."""
+        t = len(seq.frames) - 1
+        if t < seq.trailing.shape[0]:
+            seq.pending, seq.held = (frame + seq.trailing[t])[None, :], None
+        elif seq.text_open:
+            seq.pending, seq.held = None, frame
+        else:
+            seq.pending, seq.held = (frame + self.model.tts_pad)[None, :], None
 
     def _codec_stream(self, prefix: np.ndarray | None) -> CodecStream:
         """A new sequence's codec stream: fresh, or primed with reference codes [R, 16]
@@ -185,7 +239,7 @@ class Runner:
         return CodecStream(state=state)
 
     def _finish(self, seq: Sequence, reason: str) -> None:
-        seq.finished, seq.reason, seq.pending = True, reason, None
+        seq.finished, seq.reason, seq.pending, seq.held = True, reason, None, None
         self.pool.release(seq.id)
 
     def abort(self, seq: Sequence, reason: str = "aborted") -> None:
@@ -197,7 +251,7 @@ class Runner:
         """Advance every active sequence by one frame; returns those that finished."""
         start, t = time.perf_counter(), self.times
         inference = t.talker_s + t.subcode_s + t.codec_s
-        batch = [s for s in self.active if not s.finished]
+        batch = [s for s in self.active if not s.finished and s.pending is not None]
         if batch:
             sampled, logits, hidden = self._run_talker(batch)
             go = self._sample_code0(sampled, logits)
@@ -304,9 +358,7 @@ class Runner:
         self.times.subcode_s += time.perf_counter() - begin
         for i, seq in enumerate(seqs):
             seq.frames[-1][1:] = out["codes"][i]
-            t = len(seq.frames) - 1  # this frame's index; its embedding carries trailing text t
-            text = seq.embeds.trailing[t] if t < seq.embeds.trailing.shape[0] else self.model.tts_pad
-            seq.pending = (out["frame_embedding"][i] + text)[None, :]
+            self._feed_frame(seq, out["frame_embedding"][i].copy())
             if len(seq.frames) >= seq.max_frames:
                 self._finish(seq, "length")
 

@@ -1,11 +1,17 @@
 """The scheduler: admits requests between steps, so every satellite speaking at once shares
 each weight read, and ends them on EOS, frame cap, abort or timeout.
 
-It runs on its own thread and owns the Runner; other threads only `submit`, `abort` and
-read `metrics()`, all under one short lock that is never held across inference. Admission
-is FIFO: the oldest waiting request goes first, and while it waits for KV blocks nobody
-overtakes it. A request reserves its worst case (prompt + frame cap) at admission, so a
-running request never runs out of blocks, and its blocks return at once when it ends.
+It runs on its own thread and owns the Runner; other threads only `submit`, `open`, `feed`,
+`abort` and read `metrics()`, all under one short lock that is never held across inference.
+Admission is FIFO: the oldest waiting request goes first, and while it waits for KV blocks
+nobody overtakes it. A request reserves its worst case (prompt + frame cap) at admission, so
+a running request never runs out of blocks, and its blocks return at once when it ends.
+
+A request opened with `open` has a text that grows (docs/ARCHITECTURE.md, "Text that is
+still being written"): it is admitted once its prompt can be laid out (the streaming layout
+needs only the first text token), and each later token joins its trailing text. Its frame
+cap, and so its reservation, grows with the text; while the pool cannot grow it, the new
+tokens wait, as does a sequence whose next text token has not arrived.
 """
 from __future__ import annotations
 
@@ -18,7 +24,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..model.prompt import Prompt, VoiceRequest
+from ..model.prompt import Prompt, VoiceRequest, build_open_prompt
+from ..model.token_stream import TextTokenStream
 from .audio import SAMPLE_RATE
 from .config import EngineConfig
 from .metrics import EngineMetrics, MetricsWindow
@@ -27,6 +34,7 @@ from .native import NativeRunner
 from .runner import ChunkSchedule, Runner, Sequence
 from .sampling import SamplingParams
 from .stream import AudioChunk, AudioStream, EngineBusy, EngineError, RequestAborted, RequestTimeout, StreamResult
+from .utterance import Utterance
 
 log = logging.getLogger(__name__)
 
@@ -34,11 +42,16 @@ log = logging.getLogger(__name__)
 @dataclass
 class _Request:
     id: int
-    prompt: Prompt
+    prompt: Prompt | None  # None while an open text is too short to lay out
     params: SamplingParams
-    max_frames: int
+    max_frames: int | None  # the caller's limit (None: the config's cap for the text)
     deadline: float | None
     stream: AudioStream  # its marks hold the request's times (queued, admitted, first_audio)
+    voice: VoiceRequest | None = None  # an open request's voice, to lay out its prompt
+    text: list[int] = dataclasses.field(default_factory=list)  # an open request's text ids so far
+    closed: bool = True  # the text is complete
+    fed: int = 0  # text ids (and with fed_closed, the end) the sequence has
+    fed_closed: bool = True
     seq: Sequence | None = None
     samples: int = 0  # PCM samples delivered
 
@@ -56,6 +69,12 @@ class _Request:
     @property
     def first_audio(self) -> float | None:
         return self.stream.marks.get("first_audio")
+
+    @property
+    def starved(self) -> bool:
+        """Running, waiting for text it has been given but could not take (the pool is full)."""
+        return self.seq is not None and self.seq.pending is None and (self.fed < len(self.text) or
+                                                                       self.closed > self.fed_closed)
 
 
 def make_runner(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule) -> Runner | NativeRunner:
@@ -87,6 +106,8 @@ class Scheduler:
         self._wake = threading.Condition(self._lock)
         self._waiting: collections.deque[_Request] = collections.deque()
         self._aborts: dict[int, EngineError] = {}
+        self._feeds: dict[int, tuple[list[int], bool]] = {}  # text of open requests, not yet taken
+        self._pool_full = False  # the last admission or text growth found no blocks; none returned since
         self._running: dict[int, _Request] = {}  # admitted, by request id
         self._next_id = 0
         self._stopping = False
@@ -106,9 +127,36 @@ class Scheduler:
         prompt = self.model.prompt(voice)
         params = params or self.defaults
         params.validate()
-        cap = self.config.frame_cap(len(self.model.tokenizer.encode(voice.text)))
-        cap = params.frame_limit(cap if max_frames is None else min(cap, max_frames))
-        self.runner.frame_budget(len(prompt), cap)  # a prompt the cache can never hold fails here
+        # a prompt the cache can never hold fails here
+        self.runner.frame_budget(len(prompt), self._cap(prompt.text_tokens, params, max_frames))
+        req = self._queue(prompt, params, max_frames, timeout)
+        log.debug("request %d queued: %d prompt tokens", req.id, len(prompt))
+        return req.stream
+
+    def open(self, voice: VoiceRequest, params: SamplingParams | None = None, *, max_frames: int | None = None,
+             timeout: float | None = None) -> Utterance:
+        """Queue a request whose text arrives later, in pieces (`Utterance.append`, `finish`);
+        voice.text is ignored. Its prompt takes the streaming layout unless the voice asks
+        otherwise (a non-streaming layout waits for the whole text). Raises at once on a bad
+        voice (PromptError) and EngineBusy when the queue is full."""
+        voice = dataclasses.replace(voice, text="",
+                                    non_streaming=False if voice.non_streaming is None else voice.non_streaming)
+        build_open_prompt(self.model.spec, self.model.tokenizer, voice, [], closed=False)  # checks the voice
+        params = params or self.defaults
+        params.validate()
+        req = self._queue(None, params, max_frames, timeout, voice=voice, closed=False, fed_closed=False)
+        log.debug("request %d opened", req.id)
+        return Utterance(req.id, req.stream, TextTokenStream(self.model.tokenizer), self.feed)
+
+    def feed(self, request_id: int, ids: list[int], closed: bool) -> None:
+        """More text ids of an opened request, and whether its text is now complete."""
+        with self._lock:
+            got, was_closed = self._feeds.get(request_id, ([], False))
+            self._feeds[request_id] = (got + list(ids), was_closed or closed)
+            self._wake.notify()
+
+    def _queue(self, prompt: Prompt | None, params: SamplingParams, max_frames: int | None, timeout: float | None,
+               **open_text: object) -> _Request:
         timeout = self.config.request_timeout if timeout is None else timeout
         with self._lock:
             if self._stopping:
@@ -119,12 +167,16 @@ class Scheduler:
                 raise EngineBusy(f"busy: {len(self._waiting)} requests are already waiting, try again later")
             rid = self._next_id
             self._next_id += 1
-            stream = AudioStream(rid, self.abort)
             deadline = time.monotonic() + timeout if timeout > 0 else None
-            self._waiting.append(_Request(rid, prompt, params, cap, deadline, stream))
+            req = _Request(rid, prompt, params, max_frames, deadline, AudioStream(rid, self.abort), **open_text)
+            self._waiting.append(req)
             self._wake.notify()
-        log.debug("request %d queued: %d prompt tokens, frame cap %d", rid, len(prompt), cap)
-        return stream
+        return req
+
+    def _cap(self, text_tokens: int, params: SamplingParams, max_frames: int | None) -> int:
+        """A request's frame cap: the runaway guard for its text, the caller's limit, the sampling limit."""
+        cap = self.config.frame_cap(text_tokens)
+        return params.frame_limit(cap if max_frames is None else min(cap, max_frames))
 
     def abort(self, request_id: int, error: EngineError | None = None) -> None:
         """End a request wherever it is; its stream raises `error` (RequestAborted)."""
@@ -168,7 +220,7 @@ class Scheduler:
     def _loop(self) -> None:
         while True:
             with self._wake:
-                self._wake.wait_for(lambda: self._stopping or self._aborts or self._waiting or self._running)
+                self._wake.wait_for(self._has_work, self._until_deadline())
                 if self._stopping:
                     return
             try:
@@ -180,12 +232,29 @@ class Scheduler:
                 except Exception:
                     log.exception("failed to end the requests of a failed step")
 
+    def _has_work(self) -> bool:
+        """(Under the lock.) Whether a tick would do anything: sequences waiting for text, and
+        requests waiting for blocks that have not come back, are no work."""
+        if self._stopping or self._aborts or self._feeds:
+            return True
+        if any(r.seq is not None and r.seq.pending is not None for r in self._running.values()):
+            return True
+        admissible = len(self._running) < self.config.max_batch and any(r.prompt is not None for r in self._waiting)
+        return not self._pool_full and (admissible or any(r.starved for r in self._running.values()))
+
+    def _until_deadline(self) -> float | None:
+        """(Under the lock.) Seconds to the nearest request deadline, for an idle wait."""
+        deadlines = [r.deadline for r in (*self._waiting, *self._running.values()) if r.deadline is not None]
+        return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None
+
     def tick(self) -> None:
-        """One round: aborts and timeouts, admissions, one runner step, audio delivery."""
+        """One round: aborts and timeouts, new text, admissions, one runner step, audio delivery."""
         now = time.monotonic()
         with self._lock:
             aborts, self._aborts = self._aborts, {}
-            for req in list(self._waiting):
+            feeds, self._feeds = self._feeds, {}
+            waiting = {r.id: r for r in self._waiting}
+            for req in waiting.values():
                 if req.deadline is not None and now > req.deadline:
                     aborts.setdefault(req.id, self._timeout_error(req))
         for req in self._running.values():
@@ -193,33 +262,79 @@ class Scheduler:
                 aborts.setdefault(req.id, self._timeout_error(req))
         for rid, error in aborts.items():
             self._end(rid, error)
+        for rid, (ids, closed) in feeds.items():
+            req = self._running.get(rid) or waiting.get(rid)
+            if req is not None and rid not in aborts:
+                self._take_text(req, ids, closed)
+        for req in list(self._running.values()):
+            if req.fed < len(req.text) or req.closed > req.fed_closed:
+                self._extend(req)
         self._admit()
-        if self.runner.active:
+        if any(r.seq.pending is not None for r in self._running.values()):
             self._step()
+        elif self._running and all(r.starved for r in self._running.values()):
+            newest = max(self._running)  # every sequence waits for blocks only another could return
+            self._end(newest, EngineBusy("the KV cache is full (engine.kv_cache_mb): this request's text "
+                                         "outgrew it while others held the rest"))
         with self._lock:
             self._metrics = m = self._snapshot()
         if not self._idle and not m.active and not m.queue_depth:  # every block should be back (the soak reads it)
             log.debug("engine idle: %d/%d KV blocks free", m.blocks_free, m.blocks_total)
         self._idle = not m.active and not m.queue_depth
 
+    def _take_text(self, req: _Request, ids: list[int], closed: bool) -> None:
+        """New text of an open request. A waiting one is laid out again (it may be able to
+        start now); a running one takes it in `_extend`."""
+        if req.closed:
+            return  # fed after finish(): nothing more belongs to it
+        req.text += ids
+        req.closed = closed
+        if req.seq is not None:
+            return
+        try:
+            req.prompt = build_open_prompt(self.model.spec, self.model.tokenizer, req.voice, req.text, req.closed)
+            if req.prompt is not None:  # a prompt the cache can never hold fails here
+                self.runner.frame_budget(len(req.prompt), self._cap(req.prompt.text_tokens, req.params,
+                                                                     req.max_frames))
+        except ValueError as e:  # PromptError too
+            self._end(req.id, EngineError(str(e)))
+
+    def _extend(self, req: _Request) -> None:
+        """Hand a running open request's new text (and its end) to its sequence, with the frame
+        cap of the longer text; while the pool cannot reserve that, the text waits."""
+        ids = req.text[req.fed:] + ([self.model.spec.text_ids.tts_eos] if req.closed else [])
+        rows = self.model.embed_text(ids)
+        if self.runner.extend(req.seq, rows, req.closed, self._cap(len(req.text), req.params, req.max_frames)):
+            req.fed, req.fed_closed = len(req.text), req.closed
+        else:
+            self._pool_full = True
+
     def _timeout_error(self, req: _Request) -> RequestTimeout:
         return RequestTimeout(f"request {req.id} timed out after {time.monotonic() - req.submitted:.1f} s")
 
     def _admit(self) -> None:
+        """Start waiting requests whose prompt is laid out, oldest first; the oldest of them
+        waits for blocks and nobody overtakes it (an open text too short to start does not
+        hold the others up)."""
         while len(self._running) < self.config.max_batch:
             with self._lock:
-                if not self._waiting:
+                req = next((r for r in self._waiting if r.prompt is not None), None)
+                if req is None:
                     return
-                req = self._waiting[0]
-                if not self.runner.can_admit(len(req.prompt), req.max_frames):
-                    return  # the oldest waits for blocks; nobody overtakes it
-                self._waiting.popleft()
+                assert req.prompt is not None
+                cap = self._cap(req.prompt.text_tokens, req.params, req.max_frames)
+                if not self.runner.can_admit(len(req.prompt), cap):
+                    self._pool_full = True
+                    return
+                self._waiting.remove(req)
             try:
-                req.seq = self.runner.add(self.model.embed_prompt(req.prompt), req.params, req.max_frames)
+                req.seq = self.runner.add(self.model.embed_prompt(req.prompt), req.params, cap,
+                                          text_open=not req.closed)
             except Exception as e:
                 log.warning("request %d rejected: %s", req.id, e)
                 self._finish(req, f"error: {e}", EngineError(str(e)))
                 continue
+            req.fed, req.fed_closed = req.prompt.text_tokens, req.closed
             req.stream.marks["admitted"] = time.monotonic()
             self._running[req.id] = req
             if req.seq.finished:  # a frame budget of zero
@@ -257,12 +372,15 @@ class Scheduler:
         req = waiting or self._running.get(rid)
         if req is None:
             return  # already finished
+        reason = ("timeout" if isinstance(error, RequestTimeout) else "aborted" if isinstance(error, RequestAborted)
+                  else f"error: {error}")
         if req.seq is not None:
-            self.runner.abort(req.seq, "timeout" if isinstance(error, RequestTimeout) else "aborted")
-        self._finish(req, "timeout" if isinstance(error, RequestTimeout) else "aborted", error)
+            self.runner.abort(req.seq, reason)
+        self._finish(req, reason, error)
 
     def _finish(self, req: _Request, reason: str, error: EngineError | None = None) -> None:
         self._running.pop(req.id, None)
+        self._pool_full = False  # blocks came back (or may have): retry what waits for them
         now = time.monotonic()
         frames = req.seq.num_frames if req.seq is not None else 0
         samples = req.samples

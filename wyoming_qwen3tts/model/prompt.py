@@ -60,6 +60,7 @@ class Prompt:
     trailing_text_ids: np.ndarray  # [M] text ids fed one per generated frame, then tts_pad
     speaker_vector: np.ndarray | None
     ref_codes: np.ndarray | None
+    text_tokens: int = 0  # ids of the text (not counting the role, instruct or reference transcript)
 
     def __len__(self) -> int:
         return int(self.text_ids.shape[0])
@@ -137,44 +138,64 @@ def _instruct(spec: ModelSpec, req: VoiceRequest) -> str | None:
 
 
 def build_prompt(spec: ModelSpec, tokenizer: TextTokenizer, req: VoiceRequest) -> Prompt:
-    """Lay out the prompt of one request, as the official generate() does."""
-    t, c = spec.text_ids, spec.codec_ids
+    """Lay out the prompt of one request, as the official generate() does: the whole turn is
+    tokenized, then sliced (so a text whose start merges with the role's newline gives
+    upstream's ids)."""
     ids = tokenizer.encode(assistant_text(req.text))
-    role, text = ids[:3], ids[3:-5]
-    if not text:
-        raise PromptError("nothing to say: the text is empty")
+    prompt = build_open_prompt(spec, tokenizer, req, ids[3:-5], closed=True, role=ids[:3])
+    assert prompt is not None  # a closed text always lays out
+    return prompt
+
+
+def build_open_prompt(spec: ModelSpec, tokenizer: TextTokenizer, req: VoiceRequest, text: list[int],
+                      closed: bool, role: list[int] | None = None) -> Prompt | None:
+    """The prompt of a text that may still be growing (`closed` False: more ids follow, and
+    the text's end token is not laid out yet). Ids arriving later extend the trailing text
+    only, so the streaming layout can start once the prompt's text positions are known: the
+    first id (or, when cloning in context, as many as the reference frames take). Returns
+    None while it cannot start yet; a non-streaming layout waits for the whole text.
+    Checks the voice first, so a bad request fails before any text arrives. role: the role's
+    ids (default: those of an empty text, right for any text that does not start with a line
+    break; TextTokenStream.role_ids has them for one that does)."""
+    t, c = spec.text_ids, spec.codec_ids
     speaker = _speaker_track(spec, req)  # validates the speaker before the dialect rule looks it up
     lang_id = _language_id(spec, req)
+    instruct = _instruct(spec, req)
+    icl = spec.model_type == "base" and req.ref_codes is not None
+    ref_codes = _ref_codes(spec, req) if icl else None
+    ref_ids = tokenizer.encode(ref_text_string(_ref_text(req)))[3:-2] if icl else []
+    non_streaming = req.non_streaming if req.non_streaming is not None else spec.model_type != "base"
+    if closed and not text:
+        raise PromptError("nothing to say: the text is empty")
+    if not closed and (non_streaming or not text or (icl and len(ref_ids) + len(text) < 1 + len(ref_codes))):
+        return None
     prefix = [c.nothink, c.think_bos, c.think_eos] if lang_id is None else [c.think, c.think_bos, lang_id, c.think_eos]
     prefix += speaker + [c.pad, c.bos]
-    icl = spec.model_type == "base" and req.ref_codes is not None
-    non_streaming = req.non_streaming if req.non_streaming is not None else spec.model_type != "base"
+    end = [t.tts_eos] if closed else []
 
     tracks = _Tracks()
-    instruct = _instruct(spec, req)
     if instruct is not None:
         instruct_ids = tokenizer.encode(instruct_text(instruct))
         tracks.add(instruct_ids, [NO_CODEC] * len(instruct_ids))
-    tracks.add(role, [NO_CODEC] * 3)
+    tracks.add(tokenizer.encode(assistant_text(""))[:3] if role is None else role, [NO_CODEC] * 3)
     tracks.add([t.tts_pad] * (len(prefix) - 2) + [t.tts_bos], prefix[:-1])
 
-    ref_codes = None
     if icl:
-        ref_codes = _ref_codes(spec, req)
-        trailing = _icl_tail(spec, tokenizer, req, text, len(ref_codes), non_streaming, tracks)
+        trailing = _icl_tail(spec, ref_ids + text + end, len(ref_codes), non_streaming, closed, tracks)
     elif non_streaming:
-        tracks.add(text + [t.tts_eos], [c.pad] * (len(text) + 1))
+        tracks.add(text + end, [c.pad] * (len(text) + 1))
         tracks.add([t.tts_pad], [c.bos])
         trailing = [t.tts_pad]
     else:
         tracks.add(text[:1], [c.bos])
-        trailing = text[1:] + [t.tts_eos]
+        trailing = text[1:] + end
     return Prompt(
         text_ids=np.asarray(tracks.text, np.int64),
         codec_ids=np.asarray(tracks.codec, np.int64),
         trailing_text_ids=np.asarray(trailing, np.int64),
         speaker_vector=None if req.speaker_vector is None else np.asarray(req.speaker_vector, np.float32),
         ref_codes=ref_codes,
+        text_tokens=len(text),
     )
 
 
@@ -188,20 +209,23 @@ def _ref_codes(spec: ModelSpec, req: VoiceRequest) -> np.ndarray:
     return codes.astype(np.int64)
 
 
-def _icl_tail(spec: ModelSpec, tokenizer: TextTokenizer, req: VoiceRequest, text: list[int], frames: int,
-              non_streaming: bool, tracks: _Tracks) -> list[int]:
-    """In-context cloning: reference transcript + text against codec bos + reference frames."""
-    t, c = spec.text_ids, spec.codec_ids
+def _ref_text(req: VoiceRequest) -> str:
     if not req.ref_text:
         raise PromptError("in-context voice cloning needs the reference audio's transcript (ref_text)")
-    ref_ids = tokenizer.encode(ref_text_string(req.ref_text))[3:-2]
-    text_track = ref_ids + text + [t.tts_eos]
+    return req.ref_text
+
+
+def _icl_tail(spec: ModelSpec, text_track: list[int], frames: int, non_streaming: bool, closed: bool,
+              tracks: _Tracks) -> list[int]:
+    """In-context cloning: reference transcript + text (+ end) against codec bos + reference
+    frames. An open text covers the codec track already (build_open_prompt waits for that)."""
+    t, c = spec.text_ids, spec.codec_ids
     codec_track = [c.bos] + [REF_FRAME] * frames
     if non_streaming:
         tracks.add(text_track, [c.pad] * len(text_track))
         tracks.add([t.tts_pad] * len(codec_track), codec_track)
         return [t.tts_pad]
-    if len(text_track) > len(codec_track):
+    if len(text_track) > len(codec_track) or not closed:
         tracks.add(text_track[: len(codec_track)], codec_track)
         return text_track[len(codec_track):]
     tracks.add(text_track + [t.tts_pad] * (len(codec_track) - len(text_track)), codec_track)

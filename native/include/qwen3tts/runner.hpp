@@ -67,16 +67,25 @@ class Runner {
   bool can_admit(int64_t prompt_tokens, int64_t max_frames) const;
   // prefill [rows × hidden], trailing [rows × hidden], uniforms [≥ frames × 16];
   // codec_prefix: reference codes [R × 16] the stream's decoder hears first (in-context
-  // cloning), or empty.
+  // cloning), or empty. text_open: the trailing text grows through extend() until closed.
   std::shared_ptr<Sequence> add(std::vector<float> prefill, std::vector<float> trailing, int64_t hidden,
                                 const SamplingParams& params, std::vector<double> uniforms, int64_t max_frames,
-                                const std::vector<int64_t>& codec_prefix = {});
+                                const std::vector<int64_t>& codec_prefix = {}, bool text_open = false);
+  // More text for an open sequence: trailing rows [n × hidden], whether the text is now
+  // complete, its frame cap for the longer text and the uniforms of the frames that cap adds
+  // (the request's draws continued). Returns false, changing nothing, while the pool cannot
+  // reserve that cap.
+  bool extend(const std::shared_ptr<Sequence>& seq, const std::vector<float>& rows, bool closed, int64_t max_frames,
+              const std::vector<double>& uniforms);
   void abort(const std::shared_ptr<Sequence>& seq, const std::string& reason);
   // Advance every active sequence by one frame; returns those that finished.
   std::vector<std::shared_ptr<Sequence>> step();
 
  private:
   void finish(Sequence& seq, const std::string& reason);
+  // The talker's next input after a frame: its embedding plus trailing-text row t (t = the
+  // frame's index) or the pad once the text has run out; held while an open text has no row t.
+  void feed_frame(Sequence& seq, const float* frame);
   std::vector<Sequence*> run_talker(const std::vector<Sequence*>& batch, std::vector<float>& logits,
                                     std::vector<float>& hidden);
   std::vector<size_t> sample_code0(const std::vector<Sequence*>& sampled, const std::vector<float>& logits);

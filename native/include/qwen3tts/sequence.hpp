@@ -17,9 +17,12 @@ struct Sequence {
   std::vector<float> trailing;     // [trailing rows × hidden]: text fed with frame t's embedding
   SamplingParams params;
   int64_t max_frames = 0;
+  int64_t prompt_tokens = 0;       // rows of the prompt (its reservation is prompt + max_frames)
   std::vector<double> uniforms;    // [max_frames × 16]: the request's draws, in the reference order
   int64_t cached = 0;              // tokens already in the KV cache
   std::vector<float> pending;      // [rows × hidden] embeddings the next talker call feeds
+  bool text_open = false;          // more trailing text will come (Runner::extend); no pad is fed until then
+  std::vector<float> held;         // [hidden] the last frame's embedding, waiting for its trailing-text row
   std::vector<int64_t> frames;     // [frames × groups] generated codes
   int64_t groups = 16;
   bool finished = false;
