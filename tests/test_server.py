@@ -9,6 +9,7 @@ import socket
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import replace
 from functools import partial
 
 import numpy as np
@@ -18,13 +19,15 @@ from wyoming.event import Event
 from wyoming.info import Describe, Info
 from wyoming.ping import Ping
 from wyoming.server import AsyncTcpServer
-from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
+from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeVoice
 
 from wyoming_qwen3tts.client import ClientError, Reply, pieces, synthesize
 from wyoming_qwen3tts.config import ServerConfig, apply_overrides
+from wyoming_qwen3tts.engine.audio import to_int16
 from wyoming_qwen3tts.engine.config import EngineConfig
 from wyoming_qwen3tts.server.app import build_service
 from wyoming_qwen3tts.server.handler import ServiceSlot, TtsHandler
+from wyoming_qwen3tts.server.text import normalize, split_sentences
 
 FRAME = 1920  # samples per 80 ms frame at 24 kHz
 THREE = "The first sentence is here. A second one follows it! And a third, to finish?"
@@ -114,13 +117,71 @@ def test_one_shot_streams_frames_as_they_decode(server):
     assert chunks == 1 + -(-23 // 8)
 
 
-def test_streaming_with_mid_word_pieces_gives_the_one_shot_audio(server):
-    one_shot = run(synthesize(server.uri, THREE, voice="vivian"))
-    streamed = run(synthesize(server.uri, THREE, voice="vivian", streaming=True, piece_chars=5))
+@pytest.fixture(scope="module")
+def sentence_server(server):
+    """The same engine behind a second port whose streamed text is fed sentence by sentence."""
+    slot = ServiceSlot(service=server.service, settings=replace(server.service.settings, text_feeding="sentence"))
+    other = Server(server.service, slot)
+    yield other
+    other.close()
+
+
+def test_streaming_by_sentence_with_mid_word_pieces_gives_the_one_shot_audio(sentence_server):
+    one_shot = run(synthesize(sentence_server.uri, THREE, voice="vivian"))
+    streamed = run(synthesize(sentence_server.uri, THREE, voice="vivian", streaming=True, piece_chars=5))
     assert streamed.events[-1] == "synthesize-stopped" and streamed.events.count("synthesize-stopped") == 1
     assert streamed.events.count("audio-start") == 1 and streamed.events.count("audio-stop") == 1
     assert len(streamed.audio) == len(one_shot.audio) == 3 * 24 * FRAME * 2  # three sentences, no duplicate
     assert streamed.audio == one_shot.audio  # greedy, one thread: the same samples
+
+
+def test_streaming_by_word_gives_each_sentence_in_the_streaming_layout(server):
+    """Word feeding (the default) starts each sentence with its first words; its audio is that
+    of the whole sentence in Qwen3-TTS's streaming-text layout, whatever the pieces."""
+    service = server.service
+    entry, language = service.catalogue.resolve("vivian", None)
+    expected = b""
+    for sentence in split_sentences(THREE):
+        voice = replace(entry.request(normalize(sentence, 1000), language), non_streaming=False)
+        expected += to_int16(service.engine.submit(voice, service.params).read_all(60)).tobytes()
+    for piece_chars in (3, 17):
+        streamed = run(synthesize(server.uri, THREE, voice="vivian", streaming=True, piece_chars=piece_chars))
+        assert streamed.events[-1] == "synthesize-stopped" and streamed.events.count("audio-stop") == 1
+        assert streamed.audio == expected
+
+
+def test_a_long_sentence_written_word_by_word_is_heard_before_its_last_word(server):
+    """An LLM writing a 30-word sentence, a word every 150 ms: with word feeding the first audio
+    comes while the sentence is still being written (sentence feeding would wait for its end)."""
+    text = ("So the weather later this afternoon looks rather pleasant with a light breeze from the west and "
+            "temperatures climbing slowly toward twenty degrees before the clouds return by the evening.")
+    assert len(text.split()) == 30
+
+    async def session() -> tuple[float, float, list[str]]:
+        async with AsyncClient.from_uri(server.uri) as client:
+            await client.write_event(SynthesizeStart(voice=SynthesizeVoice(name="ryan")).event())
+            events: list[str] = []
+            first_audio: list[float] = []
+
+            async def read() -> None:
+                while not events or events[-1] != "synthesize-stopped":
+                    events.append((await asyncio.wait_for(client.read_event(), 60)).type)
+                    if events[-1] == "audio-chunk" and not first_audio:
+                        first_audio.append(time.monotonic())
+
+            reader = asyncio.create_task(read())
+            start = time.monotonic()
+            for i, word in enumerate(text.split()):
+                await client.write_event(SynthesizeChunk(text=word if i == 0 else " " + word).event())
+                await asyncio.sleep(0.15)
+            last_word = time.monotonic()
+            await client.write_event(SynthesizeStop().event())
+            await reader
+            return first_audio[0] - start, last_word - start, events
+
+    first, last, events = run(session())
+    assert first < last - 1.0, f"first audio {first:.2f} s after the first word, the last word at {last:.2f} s"
+    assert events[-2:] == ["audio-stop", "synthesize-stopped"] and events.count("audio-start") == 1
 
 
 def test_first_audio_of_a_stream_arrives_before_synthesize_stop(server):
@@ -281,13 +342,14 @@ def test_oversized_or_malformed_events_close_only_that_connection(server):
     assert run(synthesize(server.uri, "Fine.", voice="ryan")).audio
 
 
-def test_the_cli_client_against_the_server(server, tmp_path):
+def test_the_cli_client_against_the_server(server, sentence_server, tmp_path):
     from wyoming_qwen3tts.engine.audio import read_wav
     from wyoming_qwen3tts.say import main as say
 
     out = tmp_path / "remote.wav"
     assert say(["Hello over the wire.", "--uri", server.uri, "--voice", "ryan", "-o", str(out)]) == 0
-    assert say(["Hello over the wire.", "--uri", server.uri, "--voice", "ryan", "--stream",
+    # streamed sentence by sentence, the one-shot layout: the same samples
+    assert say(["Hello over the wire.", "--uri", sentence_server.uri, "--voice", "ryan", "--stream",
                 "-o", str(tmp_path / "streamed.wav")]) == 0
     samples, rate = read_wav(out)
     assert rate == 24000 and samples.size == 24 * FRAME and np.abs(samples).max() > 0

@@ -84,13 +84,15 @@ def test_engine_busy_before_any_audio_ends(server, monkeypatch):
         raise EngineBusy("busy: 64 requests are already waiting, try again later")
 
     monkeypatch.setattr(server.service.engine, "submit", busy)
+    monkeypatch.setattr(server.service.engine, "open", busy)  # streamed text, fed by the word
     both(server.port, {"text": THREE, "voice": {"name": "ryan"}}, "Busy")
 
 
 def test_a_request_past_its_deadline_ends(server, monkeypatch):
     engine = server.service.engine
-    real = engine.submit
-    monkeypatch.setattr(engine, "submit", lambda *a, **k: real(*a, **{**k, "timeout": 1e-6}))
+    for name in ("submit", "open"):  # one-shot, and streamed text fed by the word
+        real = getattr(engine, name)
+        monkeypatch.setattr(engine, name, lambda *a, real=real, **k: real(*a, **{**k, "timeout": 1e-6}))
     both(server.port, {"text": THREE, "voice": {"name": "ryan"}}, "Timeout")
     wait_until_idle(engine)
 
@@ -118,6 +120,7 @@ def test_an_unexpected_error_while_speaking_ends(server, monkeypatch):
         raise RuntimeError("a bug")
 
     monkeypatch.setattr(server.service.engine, "submit", bug)
+    monkeypatch.setattr(server.service.engine, "open", bug)
     both(server.port, {"text": THREE, "voice": {"name": "ryan"}}, "SynthesisFailed")
 
 

@@ -80,7 +80,9 @@ def test_the_next_sentence_waits_for_the_first_audio(server, monkeypatch):
 
 def test_every_override_flag_reaches_the_config():
     from wyoming_qwen3tts.server.app import config_from_args, parse_args
-    config = config_from_args(parse_args(["--profile", "--greedy", "--device-decoder", "NPU", "--seed", "3"]))
+    config = config_from_args(parse_args(["--profile", "--greedy", "--device-decoder", "NPU", "--seed", "3",
+                                          "--text-feeding", "sentence", "--holdback", "0.2"]))
     assert config.server.profile and config.server.greedy and config.server.seed == 3
+    assert config.server.text_feeding == "sentence" and config.server.holdback_s == 0.2
     assert config.devices.decoder == "NPU" and config.devices.talker == "CPU"
     assert not config_from_args(parse_args([])).server.profile

@@ -83,6 +83,9 @@ class PrecisionConfig:
         _one_of("precision.kv_cache", self.kv_cache, KV_PRECISIONS)
 
 
+TEXT_FEEDING = ("word", "sentence")
+
+
 @dataclass(frozen=True)
 class ServerSettings:
     """The Wyoming side: where to listen, how to chunk audio, request limits, sampling."""
@@ -97,11 +100,17 @@ class ServerSettings:
     default_voice: str | None = None
     loading_wait: float = 30.0  # seconds a request arriving while the model loads waits for it
     profile: bool = False  # log every request's first-audio timing at info, and their medians at shutdown
+    text_feeding: str = "word"  # streamed text: "word" (a sentence starts with its first words) or "sentence"
+    holdback_s: float = 0.5  # word feeding: the longest the start of a sentence's audio is held against underrun
 
     def validate(self) -> None:
         _check_uri(self.uri)
         if self.loading_wait < 0:
             raise ConfigError(f"server.loading_wait: must be >= 0, got {self.loading_wait}")
+        if self.text_feeding not in TEXT_FEEDING:
+            raise ConfigError(f"server.text_feeding: {self.text_feeding!r} is not one of {', '.join(TEXT_FEEDING)}")
+        if self.holdback_s < 0:
+            raise ConfigError(f"server.holdback_s: must be >= 0, got {self.holdback_s}")
         for name in ("samples_per_chunk", "max_text_chars", "max_sentence_chars"):
             if getattr(self, name) < 1:
                 raise ConfigError(f"server.{name}: must be >= 1, got {getattr(self, name)}")
@@ -226,6 +235,8 @@ _FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
     "seed": (("server", "seed"),),
     "voice": (("server", "default_voice"),),
     "profile": (("server", "profile"),),
+    "text_feeding": (("server", "text_feeding"),),
+    "holdback": (("server", "holdback_s"),),
 }
 
 

@@ -20,7 +20,7 @@ from wyoming.event import async_get_stdin, async_get_stdout
 from wyoming.server import AsyncServer
 
 from .. import __version__
-from ..config import OVERRIDES, WEIGHT_FORMATS, ConfigError, ServerConfig, apply_overrides, load_config
+from ..config import OVERRIDES, TEXT_FEEDING, WEIGHT_FORMATS, ConfigError, ServerConfig, apply_overrides, load_config
 from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISION_SETTINGS, describe_devices
 from ..engine.stream import EngineError
 from .handler import Service, ServiceSlot, TtsHandler
@@ -64,6 +64,10 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--zeroconf", nargs="?", const="qwen3tts", help="announce over mDNS (optional name)")
     parser.add_argument("--profile", action="store_true", default=None, help="log each request's time from arrival "
                         "to its first audio, step by step, and the medians at shutdown")
+    parser.add_argument("--text-feeding", choices=TEXT_FEEDING, help="streamed text: word (a sentence starts with its "
+                        "first words; default) or sentence (waits for each sentence's end)")
+    parser.add_argument("--holdback", type=float, help="word feeding: most seconds a sentence's audio start is held "
+                        "against running dry (default 0.5)")
     parser.add_argument("--debug", action="store_true")
     parser.add_argument("--version", action="version", version=__version__)
     return parser.parse_args(argv)

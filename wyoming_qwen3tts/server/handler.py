@@ -20,9 +20,11 @@ from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
+from .holdback import Holdback
 from .service import Service, ServiceSlot
-from .speech import Speech, SpeechError, Submit, error_code
+from .speech import Speech, SpeechError, Synth, error_code
 from .text import SentenceSplitter, TextTooLong, normalize, split_sentences
+from .text_stream import SentenceStream
 from .wire import BadEvent, read_event
 
 __all__ = ["Service", "ServiceSlot", "TtsHandler"]
@@ -44,7 +46,7 @@ class TtsHandler(AsyncEventHandler):
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer or "client")
         self._tasks: list[asyncio.Task] = []
         self._speeches: list[Speech] = []
-        self._stream: tuple[Speech, SentenceSplitter] | None = None  # an open synthesize-start
+        self._stream: tuple[Speech, SentenceSplitter | SentenceStream] | None = None  # an open synthesize-start
         self._gone = False
 
     def _live(self) -> list[asyncio.Task]:
@@ -156,8 +158,10 @@ class TtsHandler(AsyncEventHandler):
         label = f"request {self.slot.next_id()} from {self._peer}"
         name, language = self._voice(data)
         log.debug("%s: %s, voice %s", label, "streaming" if streaming else "one-shot", name or "(default)")
-        speech = Speech(lambda: self._submitter(label, name, language), self._send,
-                        self.slot.settings.samples_per_chunk, streaming, label, self.slot.profile)
+        settings = self.slot.settings
+        words = streaming and settings.text_feeding == "word"
+        speech = Speech(lambda: self._synth(label, name, language, words), self._send, settings.samples_per_chunk,
+                        streaming, label, self.slot.profile, Holdback(settings.holdback_s))
         if self.slot.stopping:
             speech.fail(SpeechError("the server is shutting down", "ShuttingDown"))
         elif self.slot.catalogue is not None:
@@ -186,22 +190,27 @@ class TtsHandler(AsyncEventHandler):
 
         self._tasks.append(asyncio.create_task(after()))
 
-    async def _submitter(self, label: str, name: str | None, language: str | None) -> Submit:
-        """Sentence -> engine stream, once the model is loaded (waiting for it, bounded) and the
-        voice resolved; raises SpeechError or the voice's ValueError."""
+    async def _synth(self, label: str, name: str | None, language: str | None, words: bool) -> Synth:
+        """The way to the engine, once the model is loaded (waiting for it, bounded) and the
+        voice resolved; raises SpeechError or the voice's ValueError. words: sentences start
+        with their first words, as utterances that grow (word-level feeding)."""
         service: Service = await self.slot.ready()
         entry, lang = service.catalogue.resolve(name, language)
         log.info("%s: voice %s, language %s", label, entry.name, lang)
-        return lambda sentence: service.engine.submit(entry.request(sentence, lang), service.params)
+        engine, params = service.engine, service.params
+        return Synth(lambda sentence: engine.submit(entry.request(sentence, lang), params),
+                     (lambda: engine.open(entry.request("", lang), params)) if words else None)
 
-    def _add(self, speech: Speech, pieces: Callable[[], list[str]]) -> None:
-        """Queue the normalized sentences `pieces()` gives (empty ones dropped); a text problem
-        or a bug fails the response, which still ends."""
+    def _add(self, speech: Speech, pieces: Callable[[], list]) -> None:
+        """Queue what `pieces()` gives: raw sentences (normalized here, empty ones dropped) or
+        the fragments of a SentenceStream; a text problem or a bug fails the response, which
+        still ends."""
         settings = self.slot.settings
         try:
             for piece in pieces():
-                sentence = normalize(piece, settings.max_text_chars)
-                if sentence:
+                if not isinstance(piece, str):
+                    speech.add_text(piece.text, piece.end)
+                elif sentence := normalize(piece, settings.max_text_chars):
                     speech.add(sentence)
         except (TextTooLong, SpeechError) as e:
             speech.fail(e if isinstance(e, SpeechError) else SpeechError(str(e), error_code(e)))
@@ -223,8 +232,8 @@ class TtsHandler(AsyncEventHandler):
 
     def _start_stream(self, data: dict[str, Any]) -> None:
         settings = self.slot.settings
-        splitter = SentenceSplitter(settings.max_sentence_chars, settings.max_text_chars)
-        self._stream = (self._open(data, streaming=True), splitter)
+        kind = SentenceStream if settings.text_feeding == "word" else SentenceSplitter
+        self._stream = (self._open(data, streaming=True), kind(settings.max_sentence_chars, settings.max_text_chars))
 
     def _stream_text(self, text: str) -> None:
         if self._stream is None:

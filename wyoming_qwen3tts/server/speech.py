@@ -3,7 +3,10 @@
 Once the response is being written (not before: a connection's queued responses hold only
 text), its sentences are submitted to the engine a few ahead of the one being sent
 (sentence n+1 generates while n streams out), and every engine chunk goes out as soon as
-it is decoded.
+it is decoded. With word-level feeding (streamed text, server.text_feeding: word) a sentence
+goes to the engine with its first words, as an utterance that grows as the rest arrives
+(engine/utterance.py); the start of its audio may be held back a little (holdback.py) so
+that it does not run dry while the text is still being written.
 A response always has exactly one audio-start and one audio-stop (Home Assistant's one-shot
 reader stops at the first audio-stop; its streaming reader takes the format from the first
 audio-start); a streaming response then ends with synthesize-stopped, after errors too.
@@ -23,6 +26,7 @@ import collections
 import logging
 import time
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 
 import numpy as np
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
@@ -32,6 +36,8 @@ from wyoming.tts import SynthesizeStopped
 
 from ..engine.audio import SAMPLE_RATE, to_int16
 from ..engine.stream import AudioStream, EngineBusy, EngineError, RequestTimeout
+from ..engine.utterance import Utterance
+from .holdback import FRAME_S, Holdback
 from .profile import FirstAudio, Profile
 
 log = logging.getLogger(__name__)
@@ -41,7 +47,27 @@ LOOKAHEAD = 2  # sentences in the engine per response: the one being sent and th
 SILENCE_S = 0.2  # the audio of a response with nothing to say: 200 ms of 24 kHz s16 mono zeros
 SILENCE_SAMPLES = round(SILENCE_S * SAMPLE_RATE)
 
-Submit = Callable[[str], AudioStream]  # a sentence -> its engine stream
+POLL_S = 0.05  # how often a held start is looked at again while no audio arrives
+
+
+@dataclass(frozen=True)
+class Synth:
+    """How a response's sentences reach the engine once its voice is resolved: `submit` a
+    whole sentence; `open` an utterance whose text grows (None: sentences are submitted
+    whole, when complete)."""
+
+    submit: Callable[[str], AudioStream]
+    open: Callable[[], Utterance] | None = None
+
+
+@dataclass
+class _Sentence:
+    """A sentence of the response: its text so far, and once started, its engine request."""
+
+    text: str = ""
+    closed: bool = False
+    utterance: Utterance | None = None
+    stream: AudioStream | None = None
 
 
 class SpeechError(Exception):
@@ -66,17 +92,21 @@ def error_code(error: Exception) -> str:
 class Speech:
     """Feeds sentences to the engine and writes their audio as Wyoming events."""
 
-    def __init__(self, prepare: Callable[[], Awaitable[Submit]], write: Callable[[Event], Awaitable[None]],
-                 samples_per_chunk: int, streaming: bool, label: str = "", profile: Profile | None = None) -> None:
-        """prepare: awaited when the response's turn comes; gives the submit function (it
+    def __init__(self, prepare: Callable[[], Awaitable[Synth]], write: Callable[[Event], Awaitable[None]],
+                 samples_per_chunk: int, streaming: bool, label: str = "", profile: Profile | None = None,
+                 holdback: Holdback | None = None) -> None:
+        """prepare: awaited when the response's turn comes; gives the way to the engine (it
         waits for the model, resolves the voice) or raises (SpeechError, or a ValueError
         with a `code`: the response becomes an error). profile: where the first audio's
-        timing goes (server.profile)."""
+        timing goes (server.profile). holdback: how long the start of a growing sentence's
+        audio may be held."""
         self._prepare, self._write = prepare, write
-        self._submit: Submit | None = None
+        self._synth: Synth | None = None
         self._samples_per_chunk, self._streaming, self._label = samples_per_chunk, streaming, label
-        self._pending: collections.deque[str] = collections.deque()
-        self._inflight: collections.deque[AudioStream] = collections.deque()
+        self._holdback = holdback or Holdback(0.0)
+        self._pending: collections.deque[_Sentence] = collections.deque()
+        self._inflight: collections.deque[_Sentence] = collections.deque()
+        self._open: _Sentence | None = None  # the sentence add_text appends to
         self._changed = asyncio.Event()
         self._closed = False
         self._failed: SpeechError | None = None
@@ -95,17 +125,41 @@ class Speech:
         return None if written is None else written - self.timing.arrival
 
     def add(self, sentence: str) -> None:
-        """Queue a sentence (ignored after a failure: the response is already an error)."""
+        """Queue a whole sentence (ignored after a failure: the response is already an error)."""
+        self.add_text(sentence, end=True)
+
+    def add_text(self, text: str, end: bool) -> None:
+        """Append text to the sentence being written (a new one if none is open); `end`: it is
+        complete. A started sentence takes its text at once (word-level feeding)."""
         if self._failed is not None:
             return
         if self._closed:
-            raise RuntimeError("add() after close()")
-        self._sentences += 1
-        self.timing.mark("text")
-        self._pending.append(sentence)
-        if self._running:
+            raise RuntimeError("add_text() after close()")
+        item = self._open
+        if item is None:
+            item = self._open = _Sentence()
+            self._sentences += 1
+            self.timing.mark("text")
+            self._pending.append(item)
+        item.text += text
+        item.closed = end
+        if end:
+            self._open = None
+        if item.utterance is not None:
+            self._feed(item, text)
+        elif self._running:
             self._top_up()
         self._changed.set()
+
+    def _feed(self, item: _Sentence, text: str) -> None:
+        try:
+            if text:
+                item.utterance.append(text)
+            if item.closed:
+                item.utterance.finish()
+        except Exception as e:  # a tokenizer bug must still end the response
+            log.exception("%s: failed to feed the text", self._label)
+            self.fail(SpeechError(f"synthesis failed: {e}", "SynthesisFailed"))
 
     @property
     def done(self) -> bool:
@@ -119,7 +173,9 @@ class Speech:
         self._changed.set()
 
     def close(self) -> None:
-        """No more sentences."""
+        """No more sentences (one still open ends here)."""
+        if self._open is not None and self._failed is None:
+            self.add_text("", end=True)
         self._closed = True
         self._changed.set()
 
@@ -137,14 +193,24 @@ class Speech:
         self._changed.set()
 
     def _top_up(self) -> None:
-        """Submit queued sentences while fewer than LOOKAHEAD are in the engine. The next
-        sentence waits for the one being sent to have its first audio: submitted together,
-        both prompts would be prefilled in the same step, before that first audio."""
+        """Start queued sentences while fewer than LOOKAHEAD are in the engine. The next
+        sentence waits for the one being sent to have its first audio: started together,
+        both prompts would be prefilled in the same step, before that first audio. Without
+        word-level feeding a sentence starts once complete."""
         while self._failed is None and self._pending and len(self._inflight) < LOOKAHEAD and (
-                not self._inflight or "first_audio" in self._inflight[-1].marks):
-            sentence = self._pending.popleft()
+                not self._inflight or "first_audio" in self._inflight[-1].stream.marks):
+            item = self._pending[0]
+            if self._synth.open is None and not item.closed:
+                return
+            self._pending.popleft()
             try:
-                self._inflight.append(self._submit(sentence))
+                if self._synth.open is None:
+                    item.stream = self._synth.submit(item.text)
+                else:
+                    item.utterance = self._synth.open()
+                    item.stream = item.utterance.stream
+                    self._feed(item, item.text)
+                self._inflight.append(item)
                 self.timing.mark("submitted")
             except (EngineError, ValueError) as e:
                 self.fail(SpeechError(str(e), error_code(e)))
@@ -155,7 +221,7 @@ class Speech:
     def _cancel_all(self) -> None:
         self._pending.clear()
         while self._inflight:
-            self._inflight.popleft().cancel()
+            self._inflight.popleft().stream.cancel()
 
     async def run(self) -> None:
         """Write the response; on cancellation (client gone) abort what is in the engine.
@@ -164,7 +230,7 @@ class Speech:
         try:
             try:
                 if self._failed is None:
-                    self._submit = await self._prepare()
+                    self._synth = await self._prepare()
                     self.timing.mark("ready")
                     self._running = True
                     await self._speak()
@@ -210,20 +276,59 @@ class Speech:
                 self._changed.clear()
                 await self._changed.wait()
                 continue
-            stream = self._inflight[0]
+            item = self._inflight[0]
             try:
-                async for chunk in stream:
-                    if self.first_audio_s is None and chunk.pcm.size:
-                        self.timing.mark("admitted", stream.marks.get("admitted"))
-                        self.timing.mark("first_pcm", stream.marks.get("first_audio"))
-                        self.timing.mark("received")
-                    await self._write_pcm(chunk.pcm)
-                    self._top_up()  # the next sentence, once this one has its first audio
+                await self._play(item)
             except EngineError as e:
                 self.fail(SpeechError(f"synthesis failed: {e}", error_code(e)))
                 return
-            if self._inflight and self._inflight[0] is stream:
+            if self._inflight and self._inflight[0] is item:
                 self._inflight.popleft()
+
+    async def _play(self, item: _Sentence) -> None:
+        """Write a sentence's audio as it is decoded; a growing sentence's start is held while
+        the holdback asks for more buffered audio (bounded by its max_s from the first chunk)."""
+        stream, chunks = item.stream, aiter(item.stream)
+        held: list[np.ndarray] = []
+        holding = item.utterance is not None and self._holdback.max_s > 0
+        first = 0.0
+        upcoming = asyncio.ensure_future(anext(chunks))
+        try:
+            while True:
+                done, _ = await asyncio.wait({upcoming}, timeout=POLL_S if holding and held else None)
+                if upcoming in done:
+                    try:
+                        chunk = upcoming.result()
+                    except StopAsyncIteration:
+                        break
+                    upcoming = asyncio.ensure_future(anext(chunks))
+                    if self.first_audio_s is None and chunk.pcm.size and "received" not in self.timing.times:
+                        self.timing.mark("admitted", stream.marks.get("admitted"))
+                        self.timing.mark("first_pcm", stream.marks.get("first_audio"))
+                        self.timing.mark("received")
+                    self._top_up()  # the next sentence, once this one has its first audio
+                    if not holding:
+                        await self._write_pcm(chunk.pcm)
+                        continue
+                    if chunk.pcm.size and not held:
+                        first = time.monotonic()
+                    held.append(chunk.pcm)
+                if holding and held and self._release(item, held, first):
+                    holding = False
+                    await self._write_pcm(np.concatenate(held))
+                    held = []
+        finally:
+            upcoming.cancel()
+        if held:
+            await self._write_pcm(np.concatenate(held))
+
+    def _release(self, item: _Sentence, held: list[np.ndarray], first: float) -> bool:
+        """Whether a held start has enough audio buffered for the rest of its sentence."""
+        now, marks = time.monotonic(), item.stream.marks
+        samples = sum(p.size for p in held)
+        need = self._holdback.buffer_s(round(samples / SAMPLE_RATE / FRAME_S), now - marks.get("admitted", now),
+                                       item.utterance.tokens)
+        return samples / SAMPLE_RATE >= need or now - first >= self._holdback.max_s
 
     def _first_written(self) -> None:
         self.timing.mark("written")
