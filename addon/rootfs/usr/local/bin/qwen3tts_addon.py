@@ -52,6 +52,7 @@ VALUE_FLAGS = {
     "kv_precision": "--kv-precision",
     "first_chunk": "--first-chunk",
     "steady_chunk": "--steady-chunk",
+    "text_feeding": "--text-feeding",
 }
 SWITCH_FLAGS = {"debug_logging": "--debug"}
 VOICES_OPTION = "voices"
