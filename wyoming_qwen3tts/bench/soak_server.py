@@ -11,18 +11,13 @@ import asyncio
 import logging
 import os
 import re
-import signal
-import socket
-import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from wyoming.info import Info
-
-from ..client import describe
-from .process import status_kb
+from .process import ServerChild, status_kb
+from .process import free_port as free_port  # soak.py takes it from here
 
 log = logging.getLogger(__name__)
 
@@ -30,12 +25,7 @@ IDLE_RE = re.compile(r"engine idle: (\d+)/(\d+) KV blocks free")
 QUEUED_RE = re.compile(r"engine\.scheduler: request (\d+) queued")
 ENDED_RE = re.compile(r"engine\.scheduler: request (\d+): ([a-z]+)")
 TRACEBACK = "Traceback (most recent call last)"
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+READY_MARK = "ready on"  # the server's log line once the model is loaded and warmed up
 
 
 @dataclass(frozen=True)
@@ -109,12 +99,11 @@ class EngineLog:
         return [(f, t) for f, t in self.idle if f != t]
 
 
-class ServerProcess:
+class ServerProcess(ServerChild):
     """`wyoming-qwen3tts` on tcp://127.0.0.1:PORT, its stderr and stdout in `log_path`."""
 
     def __init__(self, argv: list[str], log_path: Path, port: int) -> None:
-        self.argv, self.log_path, self.port = argv, log_path, port
-        self.proc: subprocess.Popen | None = None
+        super().__init__("wyoming-qwen3tts", argv, port, log_path)
         self.engine_log = EngineLog(log_path)
 
     @staticmethod
@@ -122,36 +111,10 @@ class ServerProcess:
         return [sys.executable, "-m", "wyoming_qwen3tts", "--model", str(model), "--uri", f"tcp://127.0.0.1:{port}",
                 "--config", str(config), "--data-dir", str(data_dir), "--debug", *extra]
 
-    def start(self) -> None:
-        log.info("starting: %s", " ".join(self.argv))
-        with open(self.log_path, "wb") as out:
-            self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
-
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    async def describe(self, timeout: float = 5.0) -> Info | None:
-        """The server's info, or None if it does not answer (yet)."""
-        return await describe(self.port, timeout=timeout)
-
-    async def wait_ready(self, timeout: float) -> list[str]:
+    async def wait_ready(self, timeout: float) -> list[str]:  # type: ignore[override]
         """The voice names, once the model is loaded and warmed up ("ready on" in the log)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.alive():
-                raise RuntimeError(f"the server exited ({self.proc.returncode}); see {self.log_path}")
-            if "ready on" in self.log_path.read_text("utf-8", "replace"):
-                info = await self.describe()
-                voices = [v.name for p in (info.tts if info else []) for v in p.voices]
-                if voices:
-                    return voices
-            await asyncio.sleep(0.5)
-        raise TimeoutError(f"the server was not ready within {timeout:.0f} s; see {self.log_path}")
+        info = await super().wait_ready(timeout, log_marker=READY_MARK)
+        return [v.name for p in info.tts for v in p.voices]
 
     async def wait_idle(self, timeout: float, quiet_s: float = 1.0) -> bool:
         """Wait until the engine is idle and the log has been quiet for `quiet_s`."""
@@ -162,18 +125,3 @@ class ServerProcess:
                 return True
             await asyncio.sleep(0.2)
         return False
-
-    def stop(self, timeout: float = 60.0) -> int | None:
-        """SIGTERM, then SIGKILL after `timeout`; the exit code (None if killed)."""
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                return self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
-                log.error("the server did not stop within %.0f s of SIGTERM; killing it", timeout)
-                self.proc.kill()
-                self.proc.wait()
-                return None
-        return self.proc.returncode

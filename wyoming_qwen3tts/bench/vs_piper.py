@@ -19,19 +19,13 @@ import logging
 import os
 import re
 import shutil
-import signal
-import socket
 import statistics
 import subprocess
 import sys
-import time
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
-from wyoming.info import Info
-
-from ..client import describe
+from .process import CPU_LOCK, ServerChild, free_port
 
 log = logging.getLogger("wyoming_qwen3tts.bench.vs_piper")
 
@@ -47,7 +41,6 @@ TEXTS: dict[str, str] = {
 MODES = ("non_streaming", "streaming")
 MODE_NAMES = {"non_streaming": "one-shot", "streaming": "streaming"}
 DEFAULT_WORK_DIR = Path.home() / ".cache" / "wyoming-qwen3tts" / "vs-piper"
-CPU_LOCK = Path("/tmp/cpu.lock")
 
 PIP_TIMEOUT_S = 1800.0
 READY_TIMEOUT_S = 600.0
@@ -102,82 +95,18 @@ def voice_data_dir(piper_python: Path) -> Path:
 # --- servers ------------------------------------------------------------------------------
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@dataclass
-class Server:
-    """A Wyoming server as a child process of ours, in its own process group."""
-    name: str
-    cmd: list[str]
-    port: int
-    log_path: Path
-    proc: subprocess.Popen[bytes] | None = None
-    _log: IO[bytes] | None = field(default=None, repr=False)
-
-    def start(self) -> None:
-        log.info("starting %s: %s", self.name, " ".join(self.cmd))
-        self._log = open(self.log_path, "wb")
-        self.proc = subprocess.Popen(self.cmd, stdout=self._log, stderr=subprocess.STDOUT, start_new_session=True)
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    async def describe(self, timeout: float = 5.0) -> Info | None:
-        """The server's info, or None if it does not answer (yet)."""
-        return await describe(self.port, timeout=timeout)
-
-    async def wait_ready(self, timeout: float) -> list[str]:
-        """The names of its TTS programs, once it answers describe with one."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if not self.alive():
-                raise RuntimeError(f"{self.name} exited ({self.proc.returncode if self.proc else None}); "
-                                   f"see {self.log_path}")
-            info = await self.describe()
-            if info is not None and info.tts:
-                return [p.name for p in info.tts]
-            await asyncio.sleep(0.5)
-        raise TimeoutError(f"{self.name} did not answer describe within {timeout:.0f} s; see {self.log_path}")
-
-    def stop(self) -> None:
-        """SIGTERM to its process group, SIGKILL after STOP_TIMEOUT_S."""
-        if self.proc is not None and self.proc.poll() is None:
-            log.info("stopping %s", self.name)
-            self._signal(signal.SIGTERM)
-            try:
-                self.proc.wait(STOP_TIMEOUT_S)
-            except subprocess.TimeoutExpired:
-                log.warning("%s ignored SIGTERM; killing it", self.name)
-                self._signal(signal.SIGKILL)
-                self.proc.wait(STOP_TIMEOUT_S)
-        if self._log is not None:
-            self._log.close()
-            self._log = None
-
-    def _signal(self, sig: signal.Signals) -> None:
-        assert self.proc is not None
-        try:
-            os.killpg(self.proc.pid, sig)
-        except ProcessLookupError:
-            pass
-
-
-def our_server(model: Path, port: int, threads: int, log_dir: Path) -> Server:
+def our_server(model: Path, port: int, threads: int, log_dir: Path) -> ServerChild:
     cmd = [sys.executable, "-m", "wyoming_qwen3tts", "--model", str(model),
            "--uri", f"tcp://127.0.0.1:{port}", "--threads", str(threads)]
-    return Server("wyoming-qwen3tts", cmd, port, log_dir / "wyoming-qwen3tts.log")
+    return ServerChild("wyoming-qwen3tts", cmd, port, log_dir / "wyoming-qwen3tts.log")
 
 
-def piper_server(piper_python: Path, voice_dir: Path, port: int, log_dir: Path) -> Server:
+def piper_server(piper_python: Path, voice_dir: Path, port: int, log_dir: Path) -> ServerChild:
     download_dir = log_dir / "piper-download"
     download_dir.mkdir(parents=True, exist_ok=True)
     cmd = [str(piper_python), "-m", "wyoming_piper", "--voice", PIPER_VOICE, "--data-dir", str(voice_dir),
            "--download-dir", str(download_dir), "--uri", f"tcp://127.0.0.1:{port}"]
-    return Server("wyoming-piper", cmd, port, log_dir / "wyoming-piper.log")
+    return ServerChild("wyoming-piper", cmd, port, log_dir / "wyoming-piper.log")
 
 
 # --- the benchmark ------------------------------------------------------------------------
@@ -315,12 +244,13 @@ def write_report(out_dir: Path, result: dict[str, Any]) -> Path:
     return out_dir / "vs-piper.md"
 
 
-async def start_all(servers: list[Server]) -> None:
+async def start_all(servers: list[ServerChild]) -> None:
+    """Start each, then wait until each answers describe with a TTS program."""
     for server in servers:
         server.start()
     for server in servers:
-        programs = await server.wait_ready(READY_TIMEOUT_S)
-        log.info("%s ready: %s", server.name, programs)
+        info = await server.wait_ready(READY_TIMEOUT_S)
+        log.info("%s ready: %s", server.name, [p.name for p in info.tts])
 
 
 def package_version(python: Path, dist: str) -> str:
@@ -345,7 +275,7 @@ def run(args: argparse.Namespace) -> Path:
         stdout = run_bench(cmd, timeout=args.bench_timeout)
     finally:
         for server in servers:
-            server.stop()
+            server.stop(STOP_TIMEOUT_S)
     (work / "wyoming-bench.out").write_text(stdout)
     parsed = parse_bench_output(stdout, texts)
     if not parsed:

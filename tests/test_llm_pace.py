@@ -1,0 +1,101 @@
+"""The LLM-pace benchmark (wyoming_qwen3tts.bench.llm_pace): its underrun count on synthetic
+arrival times, the tokens and their pacing, the CPU lock, and a quick run against the tiny
+model's server in both feeding modes."""
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from wyoming_qwen3tts.bench import llm_pace
+from wyoming_qwen3tts.bench.llm_pace import PACINGS, TEXTS, Measurement, Timeline, gap_list, llm_tokens, underruns
+from wyoming_qwen3tts.bench.process import cpu_lock
+
+
+def test_underruns_on_synthetic_timings():
+    assert underruns([]) == (0, 0.0)
+    assert underruns([(0.3, 0.08)]) == (0, 0.0)
+    # chunks ahead of playback: never dry
+    assert underruns([(0.2, 0.1), (0.25, 0.1), (0.3, 0.1), (0.35, 0.5)]) == (0, 0.0)
+    # a chunk arriving exactly as the audio before it ends is on time
+    assert underruns([(0.0, 0.5), (0.5, 0.5)]) == (0, 0.0)
+    # 80 ms first chunk, the next 420 ms after it ran out; the third arrives while the second plays
+    gaps, silent = underruns([(0.0, 0.08), (0.5, 0.64), (1.0, 0.64)])
+    assert gaps == 1 and silent == pytest.approx(0.42)
+    # a gap moves the playback clock: later chunks are judged against the later end
+    arrivals = [(1.0, 0.2), (1.5, 0.2), (1.6, 0.1), (2.5, 0.1), (2.55, 0.1)]
+    found = gap_list(arrivals)
+    assert [a for a, _ in found] == pytest.approx([0.2, 0.5])  # audio played before each gap
+    assert [s for _, s in found] == pytest.approx([0.3, 0.7])
+    assert underruns(arrivals) == (2, pytest.approx(1.0))
+
+
+def test_a_measurement_from_a_timeline():
+    timeline = Timeline(arrivals=[(0.25, 0.08), (0.6, 0.32), (0.7, 0.32)], text_s=1.5, stopped_s=2.0)
+    m = Measurement.of("word", "20/s", "short", 0, timeline)
+    assert m.ok and m.ttfa_s == 0.25 and m.chunks == 3 and m.total_s == 2.0
+    assert m.audio_s == pytest.approx(0.72) and m.gaps == 1 and m.gap_s == pytest.approx(0.27)
+    assert m.played_s == pytest.approx(0.25 + 0.72 + 0.27)
+    assert not Measurement.of("word", "20/s", "short", 0, Timeline(stopped_s=1.0)).ok  # no audio
+    row = llm_pace.summarize([m, m], ["word"], ["20/s"], ["short"])[0]
+    assert row["ok"] == 2 and row["ttfa_ms"] == pytest.approx(250) and row["gaps"] == 1
+
+
+def test_tokens_and_pacing():
+    for text in TEXTS.values():
+        tokens = llm_tokens(text)
+        assert "".join(tokens) == text
+        assert all(len(t.strip()) <= llm_pace.TOKEN_CHARS for t in tokens)
+        assert 3.5 <= len(text) / len(tokens) <= 4.5  # an LLM's ~4 characters per token
+    assert llm_tokens("The thermostat, 21 degrees.") == ["The", " therm", "ostat", ",", " 21", " degr", "ees", "."]
+    assert len(TEXTS["long"].split()) == 30 and TEXTS["answer"].count(".") == 3
+    assert PACINGS["50/s"].offsets(3) == pytest.approx([0.0, 0.02, 0.04])
+    stall = PACINGS["stall"].offsets(20)
+    assert stall[7] == pytest.approx(0.35) and stall[8] == pytest.approx(2.4)  # 2 s after the first 8 tokens
+    assert PACINGS["stall"].offsets(6)[3] == pytest.approx(2.15)  # a short reply: halfway
+
+
+def test_the_cpu_lock_is_exclusive_and_not_inherited(tmp_path: Path):
+    lock = tmp_path / "cpu.lock"
+    lock.touch()
+    with cpu_lock(lock) as held:
+        assert held
+        fds = [int(fd) for fd in os.listdir("/proc/self/fd")]
+        assert any(os.path.realpath(f"/proc/self/fd/{fd}") == str(lock) and not os.get_inheritable(fd)
+                   for fd in fds if os.path.exists(f"/proc/self/fd/{fd}"))
+        with pytest.raises(TimeoutError):
+            with cpu_lock(lock, timeout=0.0):
+                pass
+    with cpu_lock(lock, timeout=0.0) as held:  # released
+        assert held
+    with cpu_lock(tmp_path / "missing.lock") as held:
+        assert not held
+
+
+def test_a_quick_run_against_the_tiny_model(converted_factory, tmp_path: Path):
+    model = converted_factory("tiny", "custom_voice", "int8")
+    out, md = tmp_path / "llm-pace.json", tmp_path / "llm-pace.md"
+    code = llm_pace.main(["--model", str(model), "--modes", "word,sentence", "--pacings", "50/s", "--texts", "short",
+                          "--runs", "1", "--warmup", "0", "--precision", "f32", "--work-dir", str(tmp_path / "work"),
+                          "--cpu-lock", str(tmp_path / "no.lock"), "--ready-timeout", "300", "--event-timeout", "60",
+                          "-o", str(out), "--markdown", str(md)])
+    logs = "\n".join(p.read_text()[-2000:] for p in (tmp_path / "work").glob("server-*.log"))
+    assert code == 0, logs
+    result = json.loads(out.read_text())
+    assert {"machine", "versions", "rows", "measurements", "contention", "texts"} <= set(result)
+    assert result["machine"]["cores"] >= 1 and result["texts"]["short"]["tokens"] == len(llm_tokens(TEXTS["short"]))
+    rows = result["rows"]
+    assert [(r["mode"], r["pacing"], r["text"]) for r in rows] == [("word", "50/s", "short"),
+                                                                    ("sentence", "50/s", "short")]
+    for r in rows:
+        assert r["ok"] == r["runs"] == 1
+        assert 0 < r["ttfa_ms"] < r["total_s"] * 1000
+        assert r["audio_s"] > 0 and r["gaps"] >= 0 and r["gap_ms"] >= 0 and r["total_s"] >= r["text_s"]
+    for m in result["measurements"]:
+        assert m["error"] is None and m["chunks"] > 0 and len(m["gaps_at"]) == m["gaps"]
+    assert all(c["server_exit_code"] == 0 and c["cpu_lock"] is False for c in result["contention"].values())
+    text = md.read_text()
+    assert "| short | 50/s |" in text and "| sentence | 50/s | short | 1/1 |" in text
+    assert "| word, holdback 0.5 s | 50/s | short | 1/1 |" in text
