@@ -27,7 +27,6 @@ from wyoming.info import Describe, Info
 
 from wyoming_qwen3tts.client import synthesize
 from wyoming_qwen3tts.config import ServerConfig, VoiceConfig, apply_overrides
-from wyoming_qwen3tts.convert.manifest import MANIFEST, ConvertedModelError, read_converted
 from wyoming_qwen3tts.convert.pipeline import convert
 from wyoming_qwen3tts.engine.audio import read_wav, to_int16
 from wyoming_qwen3tts.engine.clone import CloneError, Cloner
@@ -36,6 +35,7 @@ from wyoming_qwen3tts.engine.model import LoadedModel
 from wyoming_qwen3tts.engine.runner import generate_codes
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler
+from wyoming_qwen3tts.model.manifest import MANIFEST, ConvertedModelError, read_converted
 from wyoming_qwen3tts.say import main as say
 from wyoming_qwen3tts.server.app import build_service
 from wyoming_qwen3tts.server.voices import Catalogue

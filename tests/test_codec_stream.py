@@ -16,11 +16,13 @@ import torch
 from ir import round_trip
 
 from wyoming_qwen3tts.convert.codec import build_codec_decoder
-from wyoming_qwen3tts.convert.codec_stream import FRAMES as REAL_FRAMES
-from wyoming_qwen3tts.convert.codec_stream import NEXT, STATE, build_codec_first, build_codec_steady, fix_batch
+from wyoming_qwen3tts.convert.codec_stream import build_codec_first, build_codec_steady
 from wyoming_qwen3tts.convert.ops import Weights
 from wyoming_qwen3tts.engine.codec_stream import CodecStream, StreamingCodec
+from wyoming_qwen3tts.engine.graphs import fix_batch
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
+from wyoming_qwen3tts.model.stream_io import FRAMES as REAL_FRAMES
+from wyoming_qwen3tts.model.stream_io import NEXT, STATE
 
 FIRST, STEADY = (1, 2, 4), (8, 24)
 FRAMES = 400

@@ -9,7 +9,9 @@ import openvino as ov
 import pytest
 
 from wyoming_qwen3tts.convert import cli, pipeline
-from wyoming_qwen3tts.convert.manifest import (
+from wyoming_qwen3tts.convert.pipeline import GRAPHS, INT4_GRAPHS, INT4_GROUP, ConvertError, convert
+from wyoming_qwen3tts.model.checkpoint import Checkpoint, CheckpointError
+from wyoming_qwen3tts.model.manifest import (
     FORMAT_VERSION,
     MANIFEST,
     RUNTIME_FILES,
@@ -17,8 +19,6 @@ from wyoming_qwen3tts.convert.manifest import (
     read_converted,
     source_digest,
 )
-from wyoming_qwen3tts.convert.pipeline import GRAPHS, INT4_GRAPHS, INT4_GROUP, ConvertError, convert
-from wyoming_qwen3tts.model.checkpoint import Checkpoint, CheckpointError
 
 REPO = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 COMMIT = "0123456789abcdef0123456789abcdef01234567"

@@ -13,7 +13,7 @@ import pytest
 
 from wyoming_qwen3tts import __version__
 from wyoming_qwen3tts.config import ServerConfig, VoiceConfig, apply_overrides
-from wyoming_qwen3tts.convert.manifest import read_converted
+from wyoming_qwen3tts.model.manifest import read_converted
 from wyoming_qwen3tts.server import loading
 from wyoming_qwen3tts.server.models import ModelSourceError, conversion_dir
 from wyoming_qwen3tts.server.voices import Catalogue, CatalogueError, build_info

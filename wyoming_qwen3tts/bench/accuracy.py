@@ -37,12 +37,12 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 
-from ..convert.manifest import read_converted
 from ..engine.devices import KV_PRECISIONS, PRECISIONS
 from ..engine.model import LoadedModel
 from ..engine.runner import ChunkSchedule, Runner, Sequence
 from ..engine.sampling import SamplingParams, process_talker_logits
 from ..model.embed import PromptEmbeds
+from ..model.manifest import read_converted
 from ..model.prompt import VoiceRequest
 from .cli import TEXT
 from .machine import machine, versions
@@ -348,7 +348,7 @@ def decoder_accuracy(model: LoadedModel, ref: Reference, case: Case, codec_weigh
 
 def conversion(model_dir: Path, reference_dir: Path) -> dict:
     """The options `model_dir` was converted with; it must come from the reference's
-    checkpoint, as far as the manifests' source digests tell (convert/manifest.py:
+    checkpoint, as far as the manifests' source digests tell (model/manifest.py:
     source_digest covers file sizes and tensor headers, not the weights themselves)."""
     manifest, reference = (read_converted(d)[0] for d in (model_dir, reference_dir))
     if manifest["source"]["content_sha256"] != reference["source"]["content_sha256"]:

@@ -31,15 +31,13 @@ import openvino as ov
 from openvino import opset13 as op
 
 from ..model.checkpoint import Checkpoint
+from ..model.stream_io import FRAMES, NEXT, STATE
 from .codec import Context, decode, named, seen_to_bias
 from .ops import Weights, i64, out, rope_tables
 
 log = logging.getLogger(__name__)
 
-STATE = "state."  # input tensor names: STATE + state name
-NEXT = "next."  # output tensor names: NEXT + state name
 POSITION = "position"
-FRAMES = "frames"  # steady graphs: input [B] i64, the chunk's real frames (1..n)
 
 
 class StreamContext(Context):
@@ -142,12 +140,3 @@ def build_codec_steady(ckpt: Checkpoint, weights: Weights, frames: int) -> ov.Mo
     """Any chunk of up to `frames` frames: codes [B, Q, frames], the real frames [B] and the
     state -> pcm and the state after the real frames."""
     return _build(ckpt, weights, frames, first=False)
-
-
-def fix_batch(model: ov.Model, batch: int) -> ov.Model:
-    """Reshape a streaming graph (in place) to a static batch, to do before compiling for
-    the CPU: only with fully static shapes does the plugin fuse SnakeBeta's elementwise
-    chain into one kernel (full-size steady chunk of 8, 2 cores: ≈30 against ≈42 ms/frame)."""
-    model.reshape({p.get_any_name(): [batch, *(d.get_length() for d in list(p.get_partial_shape())[1:])]
-                   for p in model.inputs})
-    return model

@@ -25,8 +25,8 @@ from typing import Any
 
 import openvino as ov
 
+from ..model import manifest as mf
 from ..model.checkpoint import Checkpoint
-from . import manifest as mf
 from .codec import build_codec_decoder
 from .codec_encoder import build_codec_encoder
 from .codec_stream import build_codec_first, build_codec_steady

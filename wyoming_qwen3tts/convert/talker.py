@@ -6,7 +6,7 @@ SDPA, GQA as Unsqueeze/Broadcast(constant)/Reshape — then converted with
 chunks and decode steps of many sequences in one call over a block-paged KV cache.
 
 The IR on disk is the stateful form: an IR cannot hold `PagedAttentionExtension` (the
-reader rejects its opset), so the runtime applies `to_paged` after `read_model`, as
+reader rejects its opset), so the runtime applies `to_paged` (engine/graphs.py) after `read_model`, as
 openvino-genai does. Inputs after that: inputs_embeds [tokens, H], position_ids [tokens], the paged
 inputs (past_lens, subsequence_begins, block_indices, block_indices_begins,
 max_context_len, key_cache.N, value_cache.N) and `sample_rows` [S]: the token rows whose
@@ -21,7 +21,6 @@ import logging
 import numpy as np
 import openvino as ov
 from openvino import opset13 as op
-from openvino._offline_transformations import paged_attention_transformation
 from openvino.op.util import Variable, VariableInfo
 
 from ..model.checkpoint import Checkpoint
@@ -81,17 +80,6 @@ def build_talker_stateful(ckpt: Checkpoint, weights: Weights) -> ov.Model:
                     (sample_rows, "sample_rows")):
         p.output(0).get_tensor().set_names({name})
     return ov.Model([result, hidden], cache.sinks, [embeds, positions, beam_idx, sample_rows], "talker")
-
-
-def to_paged(model: ov.Model, num_layers: int) -> ov.Model:
-    """Apply the paged-attention pass and prove it worked (it silently does nothing when
-    the stateful pattern is not exactly right)."""
-    paged_attention_transformation(model)
-    count = sum(o.get_type_name() == "PagedAttentionExtension" for o in model.get_ordered_ops())
-    if count != num_layers:
-        raise RuntimeError(f"paged_attention_transformation inserted {count} PagedAttention nodes, "
-                           f"expected {num_layers}")
-    return model
 
 
 def build_talker(ckpt: Checkpoint, weights: Weights) -> ov.Model:

@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import openvino as ov
 
-from ..convert.codec_stream import FRAMES, NEXT, STATE
+from ..model.stream_io import FRAMES, NEXT, STATE
 
 log = logging.getLogger(__name__)
 

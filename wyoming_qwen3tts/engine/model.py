@@ -8,14 +8,14 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 
-from ..convert.codec_stream import FRAMES, fix_batch
-from ..convert.manifest import read_converted
-from ..convert.talker import to_paged
 from ..model.embed import PromptEmbeds
+from ..model.manifest import read_converted
 from ..model.prompt import REF_FRAME, SPEAKER_SLOT, Prompt, PromptError, VoiceRequest, build_prompt
+from ..model.stream_io import FRAMES
 from ..model.tokenizer import TextTokenizer
 from .codec_stream import StreamingCodec
 from .devices import check_kv_cache, compile_config, dynamic_device, resolve_precision, resolve_precisions, static_batch
+from .graphs import fix_batch, to_paged
 
 log = logging.getLogger(__name__)
 

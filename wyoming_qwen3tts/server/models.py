@@ -10,7 +10,7 @@ import logging
 import re
 from pathlib import Path
 
-from ..convert.manifest import MANIFEST, ConvertedModelError, read_converted
+from ..model.manifest import MANIFEST, ConvertedModelError, read_converted
 
 log = logging.getLogger(__name__)
 

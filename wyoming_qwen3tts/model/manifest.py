@@ -20,7 +20,7 @@ import numpy as np
 import openvino as ov
 
 from .. import __version__
-from ..model.spec import ConfigError, ModelSpec, parse_model_config
+from .spec import ConfigError, ModelSpec, parse_model_config
 
 MANIFEST = "manifest.json"
 FORMAT = "wyoming-qwen3tts-ir"
