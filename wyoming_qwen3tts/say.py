@@ -17,10 +17,8 @@ from .engine.audio import SAMPLE_RATE, write_wav
 from .engine.clone import CloneError, Cloner
 from .engine.config import EngineConfig
 from .engine.devices import KV_PRECISIONS, PRECISION_SETTINGS
-from .engine.model import LoadedModel
-from .engine.runner import ChunkSchedule
+from .engine.open import Placement, open_engine
 from .engine.sampling import SamplingParams
-from .engine.scheduler import Scheduler
 from .engine.stream import AudioStream, EngineError
 from .model.prompt import VoiceRequest
 
@@ -128,27 +126,28 @@ async def remote(args: argparse.Namespace) -> int:
 def local(args: argparse.Namespace) -> int:
     """Every text through an engine in this process."""
     start = time.perf_counter()
-    chunks = () if args.offline else (args.first_chunk, args.steady_chunk)
-    try:
-        model = LoadedModel(args.model, args.device, args.precision, args.kv_precision, chunks=chunks,
-                            threads=args.threads, runner=args.runner)
-    except ValueError as e:  # a KV cache precision the talker's device cannot pair with its precision
-        log.error("%s", e)
-        return 2
     config = EngineConfig(max_batch=max(1, len(args.all_texts)), max_queue=max(1, len(args.all_texts)),
                           first_chunk=args.first_chunk, steady_chunk=args.steady_chunk, request_timeout=0,
                           runner=args.runner)
-    schedule = ChunkSchedule(args.first_chunk, args.steady_chunk, args.offline)
+    placement = Placement(args.device, precision=args.precision, kv_precision=args.kv_precision,
+                          threads=args.threads)
+    try:
+        engine = open_engine(args.model, config, placement, offline=args.offline)
+    except ValueError as e:  # a KV cache precision the talker's device cannot pair with its precision
+        log.error("%s", e)
+        return 2
+    model = engine.model
     clone = None
     if args.clone is not None:
         try:
             clone = Cloner(model).prompt(args.clone, args.ref_text, args.x_vector_only)
         except CloneError as e:
             log.error("%s", e)
+            engine.close()
             return 2
     loaded = time.perf_counter()
     streams: list[AudioStream] = []
-    with Scheduler(model, config, schedule=schedule) as engine:
+    with engine:
         try:
             for i, text in enumerate(args.all_texts):
                 params = SamplingParams.from_defaults(model.spec.generation,

@@ -13,7 +13,7 @@ from pathlib import Path
 from ..engine.audio import SAMPLE_RATE
 from ..engine.config import EngineConfig
 from ..engine.metrics import EngineMetrics
-from ..engine.model import LoadedModel
+from ..engine.open import Placement, open_engine
 from ..engine.runner import StepTimes
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
@@ -179,13 +179,14 @@ def _level(engine: Scheduler, voice: VoiceRequest, work: Workload, streams: int)
 def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: EngineSetup) -> OursResult:
     """Load the converted model, warm up, then each concurrency level `work.runs` times."""
     start = time.perf_counter()
-    model = LoadedModel(model_dir, precision=setup.precision, kv_precision=setup.kv_precision,
-                        chunks=(setup.first_chunk, setup.steady_chunk), threads=setup.threads, runner=setup.runner)
     config = EngineConfig(max_batch=setup.max_batch, max_queue=setup.max_batch, min_frames=work.frames,
                           max_frames=work.frames, first_chunk=setup.first_chunk, steady_chunk=setup.steady_chunk,
                           runner=setup.runner)
+    engine = open_engine(model_dir, config, Placement(precision=setup.precision, kv_precision=setup.kv_precision,
+                                                      threads=setup.threads))
+    model = engine.model
     voice = VoiceRequest(work.text, work.language, work.speaker)
-    with Scheduler(model, config) as engine:  # the native runner compiles its graphs here
+    with engine:
         load_s = time.perf_counter() - start
         loaded = rss_mb()
         warm_up = Workload(work.text, work.speaker, work.language, min(work.frames, setup.steady_chunk + 2), 1)

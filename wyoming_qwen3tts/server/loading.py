@@ -16,7 +16,7 @@ from .. import __version__
 from ..config import ServerConfig, VoiceConfig
 from ..engine.clone import CloneError, ClonePrompt, Cloner
 from ..engine.devices import GRAPHS, place
-from ..engine.model import LoadedModel
+from ..engine.open import Placement, open_engine
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
 from ..engine.stream import EngineError
@@ -97,16 +97,12 @@ def build_service(config: ServerConfig) -> Service:
     devices = place(requested_devices(config), ov.Core().available_devices)
     with phase("model files (download and conversion when needed)"):
         model_dir = prepare_model(config.model.source, config.model.data_path, config.model.weights)
-    engine_config = config.engine
+    placement = Placement(devices["talker"], devices["subcode"], devices["decoder"], config.precision.inference,
+                          config.precision.kv_cache, config.devices.threads, config.model.data_path / "ov-cache")
     with phase("compilation"):
-        model = LoadedModel(model_dir, devices["talker"], config.precision.inference, config.precision.kv_cache,
-                            chunks=(engine_config.first_chunk, engine_config.steady_chunk),
-                            threads=config.devices.threads, subcode_device=devices["subcode"],
-                            decoder_device=devices["decoder"], runner=engine_config.runner,
-                            cache_dir=config.model.data_path / "ov-cache")
-    params = SamplingParams.from_defaults(model.spec.generation, seed=config.server.seed)
-    params = params.greedy() if config.server.greedy else params
-    engine = Scheduler(model, engine_config, defaults=params).start()
+        engine = open_engine(model_dir, config.engine, placement, seed=config.server.seed,
+                             greedy=config.server.greedy).start()
+    model, params = engine.model, engine.defaults
     cloner = Cloner(model) if model.spec.model_type == "base" else None
     try:
         with phase("voices"):
