@@ -423,6 +423,10 @@ def real_handler() -> Iterator[tuple[ServiceSlot, int]]:
         loop.run_until_complete(server.start(partial(TtsHandler, slot)))
         started.set()
         loop.run_forever()
+        try:  # stopped: no thread of its executor (the listener's address lookup) outlives it
+            loop.run_until_complete(loop.shutdown_default_executor())
+        finally:
+            loop.close()
 
     thread = threading.Thread(target=run, daemon=True)
     thread.start()

@@ -43,17 +43,22 @@ def model_dir(converted_factory, tmp_path) -> Path:
 def test_native_runner_keeps_no_ir_page_resident(model_dir):
     model = LoadedModel(model_dir, precision="f32", kv_precision="u8", chunks=(1, 8), runner="native")
     engine = Scheduler(model, EngineConfig(kv_blocks=16, max_frames=12, runner="native"))
-    bins = [f"{g}.bin" for g in RUNNER_GRAPHS]
-    resident = resident_kb(model_dir)
-    assert set(bins) <= set(resident), "the runner maps its graphs' weights for their whole life"
-    assert not any(name.startswith(("codec_first_2", "codec_first_4", "codec_steady_24")) for name in resident)
-    assert {b: resident[b] for b in bins} == dict.fromkeys(bins, 0), resident  # compiled, run once, released
-    marks = engine.runner.load_memory  # what the bench's memory table is made of
-    assert [stage for stage, _, _ in marks] == ["before", "codec", "talker", "subcode"]
-    assert all(anon > 0 and file > 0 for _, anon, file in marks), marks
-    assert marks[2][1] > marks[1][1], marks  # the talker's packed weights: anonymous memory of the plugin
-    params = SamplingParams.from_defaults(model.spec.generation, seed=1)
-    stream = engine.submit(VoiceRequest("Hello there.", "english", "ryan"), params, max_frames=10)
-    while not stream.done:
-        engine.tick()
-    assert sum(len(c.pcm) for c in stream) > 0  # what the plugin still reads faults back in
+    try:
+        bins = [f"{g}.bin" for g in RUNNER_GRAPHS]
+        resident = resident_kb(model_dir)
+        assert set(bins) <= set(resident), "the runner maps its graphs' weights for their whole life"
+        assert not any(name.startswith(("codec_first_2", "codec_first_4", "codec_steady_24")) for name in resident)
+        assert {b: resident[b] for b in bins} == dict.fromkeys(bins, 0), resident  # compiled, run once, released
+        marks = engine.runner.load_memory  # what the bench's memory table is made of
+        assert [stage for stage, _, _ in marks] == ["before", "codec", "talker", "subcode"]
+        assert all(anon > 0 and file > 0 for _, anon, file in marks), marks
+        assert marks[2][1] > marks[1][1], marks  # the talker's packed weights: anonymous memory of the plugin
+        params = SamplingParams.from_defaults(model.spec.generation, seed=1)
+        stream = engine.submit(VoiceRequest("Hello there.", "english", "ryan"), params, max_frames=10)
+        while not stream.done:
+            engine.tick()
+        assert sum(len(c.pcm) for c in stream) > 0  # what the plugin still reads faults back in
+    finally:
+        engine.close()
+    # closing frees the graphs and unmaps their weights at once, not whenever the engine is collected
+    assert not set(bins) & set(resident_kb(model_dir)), resident_kb(model_dir)

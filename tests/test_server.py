@@ -56,6 +56,10 @@ class Server:
             self.loop.run_until_complete(self._server.start(partial(TtsHandler, self.slot)))
             started.set()
             self.loop.run_forever()
+            try:  # stopped: no thread of its executor (the listener's address lookup) outlives it
+                self.loop.run_until_complete(self.loop.shutdown_default_executor())
+            finally:
+                self.loop.close()
 
         self._thread = threading.Thread(target=run, daemon=True)
         self._thread.start()
@@ -74,10 +78,14 @@ def tiny_server(converted_factory, tmp_path_factory) -> Iterator[Server]:
                              data_dir=str(tmp_path_factory.mktemp("data")), greedy=True, threads=1,
                              samples_per_chunk=100_000, precision="f32")  # batch-independent numbers
     service = build_service(config)
-    server = Server(service)
-    yield server
-    server.close()
-    service.engine.close()
+    try:
+        server = Server(service)
+        try:
+            yield server
+        finally:
+            server.close()
+    finally:
+        service.engine.close()
 
 
 @pytest.fixture(scope="module")

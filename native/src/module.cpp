@@ -164,5 +164,9 @@ PYBIND11_MODULE(_native, m) {
           },
           py::arg("seq"), py::arg("rows"), py::arg("closed"), py::arg("max_frames"), py::arg("uniforms"))
       .def("abort", &Runner::abort)
-      .def("step", &Runner::step, py::call_guard<py::gil_scoped_release>());
+      .def("step", &Runner::step, py::call_guard<py::gil_scoped_release>())
+      .def("close", &Runner::close, py::call_guard<py::gil_scoped_release>(),
+           "Free the graphs now, not at the last reference's end (waits for a step in progress); "
+           "add() and step() raise afterwards, the pool and times stay readable")
+      .def_property_readonly("closed", &Runner::closed);
 }

@@ -28,6 +28,11 @@ bool is_cache(const std::string& name) {
   return name.rfind("key_cache.", 0) == 0 || name.rfind("value_cache.", 0) == 0;
 }
 
+ov::Core& shared_core() {
+  static ov::Core* core = new ov::Core();  // never deleted (see Runner::core_), nor at exit
+  return *core;
+}
+
 template <typename T>
 ov::Tensor tensor_of(const std::vector<T>& values, ov::element::Type type, ov::Shape shape) {
   ov::Tensor t(type, shape);
@@ -37,7 +42,7 @@ ov::Tensor tensor_of(const std::vector<T>& values, ov::element::Type type, ov::S
 
 }  // namespace
 
-Runner::Runner(const RunnerConfig& config) : config_(config) {
+Runner::Runner(const RunnerConfig& config) : config_(config), core_(shared_core()) {
   load_memory_.push_back({"before", ResidentMemory::now()});
   compile_codec();  // the largest weights first: each graph's file pages are gone before the next is read
   load_memory_.push_back({"codec", ResidentMemory::now()});
@@ -45,6 +50,27 @@ Runner::Runner(const RunnerConfig& config) : config_(config) {
   load_memory_.push_back({"talker", ResidentMemory::now()});
   compile_subcode();
   load_memory_.push_back({"subcode", ResidentMemory::now()});
+}
+
+Runner::~Runner() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_graphs();
+}
+
+void Runner::close() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  release_graphs();
+}
+
+void Runner::release_graphs() {
+  closed_ = true;
+  primed_.clear();
+  codec_.reset();  // each graph's request before its compiled model
+  talker_req_ = {};
+  subcode_req_ = {};
+  talker_ = {};
+  subcode_ = {};
+  irs_.clear();  // only now that nothing can read a constant: unmap the weights
 }
 
 void Runner::compile_codec() {
@@ -170,6 +196,8 @@ bool Runner::can_admit(int64_t prompt_tokens, int64_t max_frames) const {
 std::shared_ptr<Sequence> Runner::add(std::vector<float> prefill, std::vector<float> trailing, int64_t hidden,
                                       const SamplingParams& params, std::vector<double> uniforms, int64_t max_frames,
                                       const std::vector<int64_t>& codec_prefix, bool text_open) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) throw std::runtime_error("the runner is closed");
   if (hidden != hidden_) throw std::invalid_argument("embedding width does not match the talker");
   int64_t length = static_cast<int64_t>(prefill.size()) / hidden;
   int64_t frames = frame_budget(length, max_frames);
@@ -265,6 +293,8 @@ void Runner::abort(const std::shared_ptr<Sequence>& seq, const std::string& reas
 }
 
 std::vector<std::shared_ptr<Sequence>> Runner::step() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (closed_) throw std::runtime_error("the runner is closed");
   auto start = Clock::now();
   double inference = times_.talker_s + times_.subcode_s + times_.codec_s;
   std::vector<Sequence*> batch;

@@ -124,6 +124,12 @@ class NativeRunner:
         self._draws.pop(seq.id, None)
         self._runner.abort(seq, reason)
 
+    def close(self) -> None:
+        """Free the C++ runner's graphs and mapped weights now (Scheduler.close), instead of
+        whenever this object happens to be collected; step() and add() raise afterwards, the
+        pool and times stay readable. Idempotent."""
+        self._runner.close()
+
     def step(self) -> list:
         done = self._runner.step()
         for seq in done:

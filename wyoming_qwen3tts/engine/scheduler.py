@@ -209,6 +209,8 @@ class Scheduler:
                 raise RuntimeError(f"the engine thread did not stop within {timeout} s")
             self._thread = None
         self._drain_all(RequestAborted("the engine shut down"), waiting=True)
+        if hasattr(self.runner, "close"):  # the native runner's graphs go now, not at a collector's pass
+            self.runner.close()
 
     def __enter__(self) -> Scheduler:
         return self.start()

@@ -4,10 +4,12 @@
 // The Python scheduler keeps admission, timeouts and aborts.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <list>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -50,6 +52,10 @@ class Runner {
   // Compiles the graphs, each read over its own mapped weights (mapped_ir.hpp) whose pages
   // are released before the next graph is read, so the weights are resident once.
   explicit Runner(const RunnerConfig& config);
+  // Frees the graphs as close() does.
+  ~Runner();
+  Runner(const Runner&) = delete;
+  Runner& operator=(const Runner&) = delete;
 
   int64_t block_size() const { return pool_->block_size(); }
   int64_t groups() const { return config_.groups; }
@@ -80,6 +86,13 @@ class Runner {
   void abort(const std::shared_ptr<Sequence>& seq, const std::string& reason);
   // Advance every active sequence by one frame; returns those that finished.
   std::vector<std::shared_ptr<Sequence>> step();
+  // Free the graphs now — infer requests, compiled models, then the weights they were read
+  // from — rather than whenever the last reference goes (from Python: at a collector's pass,
+  // in whatever thread and call it interrupts). Waits for an add() or step() in progress;
+  // afterwards both throw std::runtime_error. The pool, the sequences and the times stay
+  // readable. Idempotent.
+  void close();
+  bool closed() const { return closed_; }
 
  private:
   void finish(Sequence& seq, const std::string& reason);
@@ -98,9 +111,14 @@ class Runner {
   // The codec state after `prefix`, from the last few primed (a cloned voice primes the same
   // reference for every sentence).
   CodecState primed(const std::vector<int64_t>& prefix);
+  void release_graphs();  // under mutex_
 
   RunnerConfig config_;
-  ov::Core core_;
+  // One process-wide Core, never destroyed, so that a runner's end frees only its own
+  // objects: a Core of its own takes its CPU plugin down with it, and the plugin's
+  // destructor clears the CPU executors of OpenVINO's process-wide executor manager, the one
+  // every compiled model in the process (the Python graphs, other runners) draws from.
+  ov::Core& core_;
   std::vector<MappedIr> irs_;  // the graphs' weights: declared before, so destroyed after, what uses them
   ov::CompiledModel talker_, subcode_;
   ov::InferRequest talker_req_, subcode_req_;
@@ -113,6 +131,8 @@ class Runner {
   std::vector<MemoryMark> load_memory_;
   std::list<std::pair<std::vector<int64_t>, CodecState>> primed_;  // most recent first
   static constexpr size_t kPrimedStates = 32;  // as PRIMED_STATES in engine/runner.py
+  std::mutex mutex_;  // add(), step() and close(): the graphs never go while in use
+  std::atomic<bool> closed_{false};
 };
 
 }  // namespace qwen3tts
