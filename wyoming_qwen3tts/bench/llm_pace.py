@@ -15,7 +15,7 @@ reply). Every audio-chunk's arrival is timestamped. Per request:
 - total: synthesize-stopped - the first text chunk.
 
 Medians over --runs runs per (mode, pacing, text). The server runs as a child process, once
-per mode, on a loopback port; the timed requests of a mode hold the machine's CPU lock
+per mode, on a loopback port; a mode's warm-up and timed requests hold the machine's CPU lock
 (/tmp/cpu.lock, if it exists), never while a server starts.
 
     python -m wyoming_qwen3tts.bench.llm_pace --model DIR [--runs 3] [-o llm-pace.json] [--markdown llm-pace.md]
@@ -30,9 +30,11 @@ import os
 import re
 import shlex
 import shutil
+import signal
 import statistics
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
@@ -325,7 +327,7 @@ def write_config(path: Path, frames_per_token: float | None, min_frames: int | N
 
 
 async def run_requests(port: int, mode: str, pacings: list[str], texts: list[str], runs: int,
-                       event_timeout: float) -> list[Measurement]:
+                       event_timeout: float, what: str = "run") -> list[Measurement]:
     out = []
     for run in range(runs):
         for pacing in pacings:
@@ -334,27 +336,29 @@ async def run_requests(port: int, mode: str, pacings: list[str], texts: list[str
                 tokens = llm_tokens(text)
                 timeline = await paced_request(port, text, PACINGS[pacing].offsets(len(tokens)), tokens, event_timeout)
                 m = Measurement.of(mode, pacing, name, run, timeline)
-                log.info("%s, %s, %s, run %d: first audio %s ms, %d gaps (%.0f ms), total %s s, audio %.2f s%s",
-                         mode, pacing, name, run, _cell(_ms(m.ttfa_s), ".0f"), m.gaps, m.gap_s * 1000,
+                log.info("%s, %s, %s, %s %d: first audio %s ms, %d gaps (%.0f ms), total %s s, audio %.2f s%s",
+                         mode, pacing, name, what, run, _cell(_ms(m.ttfa_s), ".0f"), m.gaps, m.gap_s * 1000,
                          _cell(m.total_s, ".2f"), m.audio_s, f", error: {m.error}" if m.error else "")
                 out.append(m)
     return out
 
 
 def measure_mode(args: argparse.Namespace, mode: Mode, work: Path, config: Path) -> tuple[list[Measurement], dict]:
-    """Start the server with the mode's flags, warm it up, measure under the CPU lock, stop it."""
+    """Start the server with the mode's flags, then under the CPU lock warm it up and measure;
+    stop it. The server starts (and compiles) outside the lock: no child of ours holds it."""
     port = free_port()
     argv = [sys.executable, "-m", "wyoming_qwen3tts", "--model", str(args.model), "--uri", f"tcp://127.0.0.1:{port}",
             "--config", str(config), "--data-dir", str(work / "data"), *server_args(args), *mode.args]
     server = ServerChild(f"wyoming-qwen3tts ({mode.name})", argv, port, work / f"server-{mode.name}.log")
-    server.start()  # never inside the lock
+    server.start()
     try:
         asyncio.run(server.wait_ready(args.ready_timeout, log_marker="ready on"))
-        warm = asyncio.run(run_requests(port, mode.name, [max(PACINGS.values(), key=lambda p: p.tokens_per_s).name],
-                                        args.texts, args.warmup, args.event_timeout)) if args.warmup else []
-        if failed := [m for m in warm if not m.ok]:
-            raise RuntimeError(f"warm-up failed: {failed[0].error}; see {server.log_path}")
         with cpu_lock(args.cpu_lock, args.lock_timeout) as locked:
+            fastest = max(PACINGS.values(), key=lambda p: p.tokens_per_s).name
+            warm = asyncio.run(run_requests(port, mode.name, [fastest], args.texts, args.warmup, args.event_timeout,
+                                            "warm-up"))
+            if failed := [m for m in warm if not m.ok]:
+                raise RuntimeError(f"warm-up failed: {failed[0].error}; see {server.log_path}")
             contention, cpu0 = Contention.start(), server_cpu_s(server.pid)
             found = asyncio.run(run_requests(port, mode.name, args.pacings, args.texts, args.runs, args.event_timeout))
             other, steal = contention.shares()
@@ -455,11 +459,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     return args
 
 
+def _exit_on_sigterm(signum: int, frame: object) -> None:
+    raise SystemExit(128 + signum)  # unwinds through the finally that stops the server
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    result = run(args, argv)
+    main_thread = threading.current_thread() is threading.main_thread()
+    previous = signal.signal(signal.SIGTERM, _exit_on_sigterm) if main_thread else None
+    try:
+        result = run(args, argv)
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGTERM, previous)
     md = markdown(result)
     if args.output:
         args.output.parent.mkdir(parents=True, exist_ok=True)
