@@ -15,8 +15,11 @@ reply). Every audio-chunk's arrival is timestamped. Per request:
 - total: synthesize-stopped - the first text chunk.
 
 Medians over --runs runs per (mode, pacing, text). The server runs as a child process, once
-per mode, on a loopback port; a mode's warm-up and timed requests hold the machine's CPU lock
-(/tmp/cpu.lock, if it exists), never while a server starts.
+per mode, each on a loopback port of its own, all started before the first request; the
+requests go to the modes in turn, so that a slow spell of the machine hits each alike. The
+warm-up and the timed requests hold the machine's CPU lock (/tmp/cpu.lock, if it exists), never
+while a server starts; a request during which other processes (or virtual machines) took more
+than --max-busy of the CPU is made again once they are quiet.
 
     python -m wyoming_qwen3tts.bench.llm_pace --model DIR [--runs 3] [-o llm-pace.json] [--markdown llm-pace.md]
 """
@@ -219,16 +222,20 @@ class Measurement:
     chunks: int
     gaps_at: list[tuple[float, float]]  # (audio played before, silence) per gap, seconds
     error: str | None = None
+    others: float = 0.0  # share of the CPU other processes took meanwhile
+    steal: float = 0.0  # ... and other virtual machines
+    attempts: int = 1  # requests made for this one (the others were repeated: others were busy)
 
     @classmethod
-    def of(cls, mode: str, pacing: str, text: str, run: int, timeline: Timeline) -> Measurement:
+    def of(cls, mode: str, pacing: str, text: str, run: int, timeline: Timeline, others: float = 0.0,
+           steal: float = 0.0, attempts: int = 1) -> Measurement:
         found = gap_list(timeline.arrivals)
         gap_s = sum(s for _, s in found)
         audio = sum(s for _, s in timeline.arrivals)
         ttfa = timeline.arrivals[0][0] if timeline.arrivals else None
         return cls(mode, pacing, text, run, ttfa, len(found), gap_s, timeline.stopped_s, audio, timeline.text_s,
                    None if ttfa is None else ttfa + audio + gap_s, len(timeline.arrivals),
-                   [(round(a, 3), round(s, 4)) for a, s in found], timeline.error)
+                   [(round(a, 3), round(s, 4)) for a, s in found], timeline.error, others, steal, attempts)
 
     @property
     def ok(self) -> bool:
@@ -296,11 +303,15 @@ def markdown(result: dict[str, Any]) -> str:
                     f"| {_cell(r['total_s'], '.2f')} | {_cell(r['text_s'], '.2f')} | {_cell(r['audio_s'], '.2f')} "
                     f"| {_cell(r['played_s'], '.2f')} |")
     texts = "\n".join(f"- **{name}** ({t['tokens']} tokens): {t['text']}" for name, t in result["texts"].items())
-    m = result["machine"]
+    m, c = result["machine"], result["contention"]
     return (f"# Speaking while the LLM writes\n\n`{result['command']}`\n\n"
             f"{m['cpu']}, {m['cores']} cores; model {result['model']}; server flags "
             f"`{' '.join(result['server_args'])}`; engine frame cap {result['engine']}. "
-            f"{result['runs']} timed runs per cell after {result['warmup']} warm-up request(s) per text, medians.\n\n"
+            f"{result['runs']} timed runs per cell after {result['warmup']} warm-up request(s) per text and mode, "
+            f"the modes interleaved; medians. Over the timed requests other processes took "
+            f"{c['other_cpu_share']:.1%} of the CPU and other virtual machines {c['steal_share']:.1%}; "
+            f"{c['repeated']} request(s) were made again because others took more than {c['max_busy']:.0%} "
+            f"during them ({c['kept_busy']} kept above it).\n\n"
             f"Texts:\n\n{texts}\n\n" + "\n".join(lines) + "\n\n" + "\n".join(full) + "\n\n"
             "First audio: first audio-chunk read − first synthesize-chunk sent. Gaps: times a player started at "
             "the first chunk and playing at real time runs dry, and for how long in all. Total: synthesize-stopped "
@@ -326,26 +337,78 @@ def write_config(path: Path, frames_per_token: float | None, min_frames: int | N
     return engine
 
 
-async def run_requests(port: int, mode: str, pacings: list[str], texts: list[str], runs: int,
-                       event_timeout: float, what: str = "run") -> list[Measurement]:
-    out = []
-    for run in range(runs):
-        for pacing in pacings:
-            for name in texts:
-                text = TEXTS[name]
-                tokens = llm_tokens(text)
-                timeline = await paced_request(port, text, PACINGS[pacing].offsets(len(tokens)), tokens, event_timeout)
-                m = Measurement.of(mode, pacing, name, run, timeline)
-                log.info("%s, %s, %s, %s %d: first audio %s ms, %d gaps (%.0f ms), total %s s, audio %.2f s%s",
-                         mode, pacing, name, what, run, _cell(_ms(m.ttfa_s), ".0f"), m.gaps, m.gap_s * 1000,
-                         _cell(m.total_s, ".2f"), m.audio_s, f", error: {m.error}" if m.error else "")
-                out.append(m)
-    return out
+class Others:
+    """How much of the CPU others took over an interval: the machine's busy time less ours
+    (this process and our servers), and what other virtual machines took (steal); as shares
+    of all cores' time."""
+
+    def __init__(self, pids: list[int]) -> None:
+        self.pids = pids
+
+    def mark(self) -> tuple[Contention, float]:
+        return Contention.start(), self._ours()
+
+    def since(self, mark: tuple[Contention, float]) -> tuple[float, float]:
+        contention, ours = mark
+        other, steal = contention.shares()
+        capacity = max(1e-9, (time.monotonic() - contention.wall) * (os.cpu_count() or 1))
+        return max(0.0, other - (self._ours() - ours) / capacity), steal
+
+    def _ours(self) -> float:
+        return sum(server_cpu_s(pid) for pid in self.pids)
+
+    async def quiet(self, max_share: float, timeout: float, window_s: float = 2.0) -> bool:
+        """Wait until others take at most `max_share` over a window (False: not within `timeout`)."""
+        deadline = time.monotonic() + timeout
+        while True:
+            mark = self.mark()
+            await asyncio.sleep(window_s)
+            if sum(self.since(mark)) <= max_share:
+                return True
+            if time.monotonic() >= deadline:
+                return False
 
 
-def measure_mode(args: argparse.Namespace, mode: Mode, work: Path, config: Path) -> tuple[list[Measurement], dict]:
-    """Start the server with the mode's flags, then under the CPU lock warm it up and measure;
-    stop it. The server starts (and compiles) outside the lock: no child of ours holds it."""
+async def measure_one(port: int, mode: str, pacing: str, name: str, run: int, args: argparse.Namespace,
+                      others: Others, what: str = "run", retries: int | None = None) -> Measurement:
+    """One paced request; again (after others have gone quiet) while others took more than
+    --max-busy of the CPU during it, at most `retries` times (default --retries)."""
+    text = TEXTS[name]
+    tokens = llm_tokens(text)
+    retries = args.retries if retries is None else retries
+    for attempt in range(1, retries + 2):
+        mark = others.mark()
+        timeline = await paced_request(port, text, PACINGS[pacing].offsets(len(tokens)), tokens, args.event_timeout)
+        other, steal = others.since(mark)
+        m = Measurement.of(mode, pacing, name, run, timeline, round(other, 4), round(steal, 4), attempt)
+        log.info("%s, %s, %s, %s %d: first audio %s ms, %d gaps (%.0f ms), total %s s, audio %.2f s; others %.0f %% "
+                 "of the CPU%s", mode, pacing, name, what, run, _cell(_ms(m.ttfa_s), ".0f"), m.gaps, m.gap_s * 1000,
+                 _cell(m.total_s, ".2f"), m.audio_s, (other + steal) * 100, f", error: {m.error}" if m.error else "")
+        if not m.ok or other + steal <= args.max_busy or attempt > retries:
+            return m
+        log.info("others took more than %.0f %% of the CPU: again once they are quiet", args.max_busy * 100)
+        if not await others.quiet(args.max_busy, args.quiet_timeout):
+            log.warning("others stayed busy for %.0f s; measuring anyway", args.quiet_timeout)
+    raise AssertionError("unreachable")
+
+
+async def measure_all(ports: dict[str, int], args: argparse.Namespace, others: Others) -> list[Measurement]:
+    """Warm-up, then every run, pacing and text with the modes interleaved (a slow spell of the
+    machine hits every mode alike)."""
+    fastest = max(PACINGS.values(), key=lambda p: p.tokens_per_s).name
+    for run in range(args.warmup):
+        for name in args.texts:
+            for mode, port in ports.items():
+                m = await measure_one(port, mode, fastest, name, run, args, others, "warm-up", retries=0)
+                if not m.ok:
+                    raise RuntimeError(f"{mode}: warm-up failed: {m.error}")
+    return [await measure_one(port, mode, pacing, name, run, args, others)
+            for run in range(args.runs) for pacing in args.pacings for name in args.texts
+            for mode, port in ports.items()]
+
+
+def start_server(args: argparse.Namespace, mode: Mode, work: Path, config: Path) -> ServerChild:
+    """Our server with the mode's flags, started and ready (never inside the CPU lock)."""
     port = free_port()
     argv = [sys.executable, "-m", "wyoming_qwen3tts", "--model", str(args.model), "--uri", f"tcp://127.0.0.1:{port}",
             "--config", str(config), "--data-dir", str(work / "data"), *server_args(args), *mode.args]
@@ -353,21 +416,31 @@ def measure_mode(args: argparse.Namespace, mode: Mode, work: Path, config: Path)
     server.start()
     try:
         asyncio.run(server.wait_ready(args.ready_timeout, log_marker="ready on"))
+    except BaseException:
+        server.stop(args.stop_timeout)
+        raise
+    return server
+
+
+def measure(args: argparse.Namespace, work: Path, config: Path) -> tuple[list[Measurement], dict[str, Any]]:
+    """One server per mode, started one after the other; then, under the CPU lock, the warm-up
+    and the timed requests; the servers stopped."""
+    all_modes = modes(args.holdback)
+    servers: dict[str, ServerChild] = {}
+    try:
+        for name in args.modes:
+            servers[name] = start_server(args, all_modes[name], work, config)
+        others = Others([s.pid for s in servers.values()])
         with cpu_lock(args.cpu_lock, args.lock_timeout) as locked:
-            fastest = max(PACINGS.values(), key=lambda p: p.tokens_per_s).name
-            warm = asyncio.run(run_requests(port, mode.name, [fastest], args.texts, args.warmup, args.event_timeout,
-                                            "warm-up"))
-            if failed := [m for m in warm if not m.ok]:
-                raise RuntimeError(f"warm-up failed: {failed[0].error}; see {server.log_path}")
-            contention, cpu0 = Contention.start(), server_cpu_s(server.pid)
-            found = asyncio.run(run_requests(port, mode.name, args.pacings, args.texts, args.runs, args.event_timeout))
-            other, steal = contention.shares()
-            capacity = (time.monotonic() - contention.wall) * (os.cpu_count() or 1)
-            other = max(0.0, other - (server_cpu_s(server.pid) - cpu0) / capacity)  # the server is ours
+            mark = others.mark()
+            found = asyncio.run(measure_all({n: s.port for n, s in servers.items()}, args, others))
+            other, steal = others.since(mark)
     finally:
-        exit_code = server.stop(args.stop_timeout)
+        exit_codes = {name: server.stop(args.stop_timeout) for name, server in servers.items()}
     return found, {"cpu_lock": locked, "other_cpu_share": round(other, 4), "steal_share": round(steal, 4),
-                   "server_exit_code": exit_code}
+                   "max_busy": args.max_busy, "repeated": sum(m.attempts - 1 for m in found),
+                   "kept_busy": sum(m.others + m.steal > args.max_busy for m in found),
+                   "server_exit_codes": exit_codes}
 
 
 def server_args(args: argparse.Namespace) -> list[str]:
@@ -382,11 +455,7 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> dict[str, An
     config = work / "config.yaml"
     engine = write_config(config, args.frames_per_token, args.min_frames)
     all_modes = modes(args.holdback)
-    measurements: list[Measurement] = []
-    contention: dict[str, dict] = {}
-    for name in args.modes:
-        found, contention[name] = measure_mode(args, all_modes[name], work, config)
-        measurements += found
+    measurements, contention = measure(args, work, config)
     manifest = json.loads((args.model / "manifest.json").read_text(encoding="utf-8"))
     result = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
@@ -444,6 +513,12 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                                                  "removed if every request succeeded)")
     p.add_argument("-o", "--output", type=Path, help="write the JSON here")
     p.add_argument("--markdown", type=Path, help="write the markdown here")
+    p.add_argument("--max-busy", type=float, default=0.1,
+                   help="a request during which other processes and VMs took more than this share of the CPU is "
+                        "made again once they are quiet (1: never)")
+    p.add_argument("--retries", type=int, default=8, help="most repetitions of a request for --max-busy")
+    p.add_argument("--quiet-timeout", type=float, default=600.0,
+                   help="longest wait for the others to be quiet before a repetition (s)")
     p.add_argument("--ready-timeout", type=float, default=600.0, help="bound on a server's start (s)")
     p.add_argument("--stop-timeout", type=float, default=30.0, help="SIGKILL a server this long after SIGTERM (s)")
     p.add_argument("--event-timeout", type=float, default=120.0, help="longest wait for the next event (s)")
