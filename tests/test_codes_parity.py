@@ -113,6 +113,40 @@ def test_batch_equals_alone(models):
     assert len({r.shape[0] for r in together}) >= 1 and len({int(c[0, 0]) for c in together}) > 1
 
 
+@pytest.mark.parametrize("runner", ["python", "native"])
+def test_voice_prefix_from_the_cache(models, runner):
+    """The prefix cache on the exact path (engine/runner.py): a voice's later requests start
+    from its cached instruct, role and codec prefix, and still give the official codes, in
+    both layouts (the streaming one feeds a single text position after the prefix)."""
+    from wyoming_qwen3tts.engine.config import EngineConfig
+    from wyoming_qwen3tts.engine.runner import ChunkSchedule
+    from wyoming_qwen3tts.engine.scheduler import Scheduler
+
+    official, model = models("tiny-1.7b", "custom_voice")
+    sched = Scheduler(model, EngineConfig(kv_blocks=64, runner=runner), schedule=ChunkSchedule(offline=True))
+    started, add = [], sched.runner.add
+
+    def spy(*args, **kwargs):  # the prompt tokens each sequence starts with cached
+        seq = add(*args, **kwargs)
+        started.append(seq.cached)
+        return seq
+
+    sched.runner.add = spy
+    params = SamplingParams.from_defaults(model.spec.generation, max_new_tokens=FRAMES + 1).greedy()
+    try:
+        for text, non_streaming in ((TEXT, True), ("Short one.", False), (TEXT, False)):
+            expected = official.run("generate_custom_voice", text=text, speaker="ryan", language="english",
+                                    instruct="Speak slowly.", non_streaming_mode=non_streaming)
+            stream = sched.submit(VoiceRequest(text, "english", "ryan", instruct="Speak slowly.",
+                                               non_streaming=non_streaming), params)
+            while not stream.done:
+                sched.tick()
+            assert_codes_equal(stream.result.codes, expected)
+    finally:
+        sched.close()
+    assert started[0] == 0 and started[1] == started[2] > 0 and sched.runner.pool.prefixes == 1
+
+
 @pytest.fixture(scope="module")
 def eos_pair(checkpoint_factory, tmp_path_factory):
     """A tiny checkpoint whose EOS row of the codec head is scaled up, so greedy decoding

@@ -58,6 +58,8 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("free", &BlockPool::free)
       .def_property_readonly("used", &BlockPool::used)
       .def_property_readonly("available", &BlockPool::available)
+      .def_property_readonly("pinned", &BlockPool::pinned)
+      .def_property_readonly("prefixes", &BlockPool::prefixes)
       .def_property_readonly("tables", &BlockPool::tables)
       .def("blocks_for", &BlockPool::blocks_for)
       .def("can_reserve", &BlockPool::can_reserve);
@@ -66,6 +68,7 @@ PYBIND11_MODULE(_native, m) {
       .def_readonly("id", &Sequence::id)
       .def_readonly("max_frames", &Sequence::max_frames)
       .def_readonly("cached", &Sequence::cached)
+      .def_readonly("prefix_tokens", &Sequence::prefix_tokens)
       .def_readonly("finished", &Sequence::finished)
       .def_readonly("reason", &Sequence::reason)
       .def_readonly("prompt_tokens", &Sequence::prompt_tokens)
@@ -110,6 +113,7 @@ PYBIND11_MODULE(_native, m) {
       .def_readwrite("steady_chunk", &RunnerConfig::steady_chunk)
       .def_readwrite("offline", &RunnerConfig::offline)
       .def_readwrite("prefill_chunk", &RunnerConfig::prefill_chunk)
+      .def_readwrite("prefix_cache", &RunnerConfig::prefix_cache)
       .def_readwrite("max_positions", &RunnerConfig::max_positions)
       .def_readwrite("eos", &RunnerConfig::eos)
       .def_readwrite("vocab_size", &RunnerConfig::vocab_size)
@@ -122,6 +126,7 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("kv_block_bytes", &Runner::kv_block_bytes)
       .def_property_readonly("capacity_tokens", &Runner::capacity_tokens)
       .def_property_readonly("pool", &Runner::pool, py::return_value_policy::reference_internal)
+      .def_property_readonly("prefix_cache", &Runner::prefix_cache)
       .def_property_readonly("times", &Runner::times, py::return_value_policy::copy)
       .def_property_readonly("active", &Runner::active)
       .def_property_readonly("load_memory", [](const Runner& r) {
@@ -138,7 +143,7 @@ PYBIND11_MODULE(_native, m) {
              py::array_t<float, py::array::c_style | py::array::forcecast> trailing, const SamplingParams& params,
              py::array_t<double, py::array::c_style | py::array::forcecast> uniforms, int64_t max_frames,
              std::optional<py::array_t<int64_t, py::array::c_style | py::array::forcecast>> codec_prefix,
-             bool text_open) {
+             bool text_open, int64_t prefix_len) {
             if (prefill.ndim() != 2 || trailing.ndim() != 2 || prefill.shape(1) != trailing.shape(1))
               throw std::invalid_argument("prefill and trailing must be [rows, hidden] of one width");
             std::vector<int64_t> prefix;
@@ -151,10 +156,11 @@ PYBIND11_MODULE(_native, m) {
             auto p = to_vector(prefill), t = to_vector(trailing);
             auto u = to_vector(uniforms);
             py::gil_scoped_release release;  // priming a reference runs the codec
-            return r.add(std::move(p), std::move(t), hidden, params, std::move(u), max_frames, prefix, text_open);
+            return r.add(std::move(p), std::move(t), hidden, params, std::move(u), max_frames, prefix, text_open,
+                         prefix_len);
           },
           py::arg("prefill"), py::arg("trailing"), py::arg("params"), py::arg("uniforms"), py::arg("max_frames"),
-          py::arg("codec_prefix") = py::none(), py::arg("text_open") = false)
+          py::arg("codec_prefix") = py::none(), py::arg("text_open") = false, py::arg("prefix_len") = 0)
       .def(
           "extend",
           [](Runner& r, const std::shared_ptr<Sequence>& seq,

@@ -68,6 +68,7 @@ void Runner::release_graphs() {
   codec_.reset();  // each graph's request before its compiled model
   talker_req_ = {};
   subcode_req_ = {};
+  caches_.clear();  // the KV pool's tensors (held for block copies): its memory goes now too
   talker_ = {};
   subcode_ = {};
   irs_.clear();  // only now that nothing can read a constant: unmap the weights
@@ -133,12 +134,14 @@ void Runner::compile_talker() {
     if (name == "value_cache.0") block_size = shape[2].get_length();
   }
   auto set_cache = [&](int64_t blocks) {
+    caches_.clear();
     for (const auto& input : talker_.inputs()) {
       if (!is_cache(input.get_any_name())) continue;
       ov::Shape shape{static_cast<size_t>(blocks)};
       auto partial = input.get_partial_shape();
       for (size_t d = 1; d < partial.size(); ++d) shape.push_back(partial[d].get_length());
-      talker_req_.set_tensor(input.get_any_name(), ov::Tensor(input.get_element_type(), shape));
+      caches_.emplace_back(input.get_element_type(), shape);
+      talker_req_.set_tensor(input.get_any_name(), caches_.back());
     }
   };
   // The plugin packs the weights of a dynamic-shape graph at its first inference: one
@@ -195,7 +198,8 @@ bool Runner::can_admit(int64_t prompt_tokens, int64_t max_frames) const {
 
 std::shared_ptr<Sequence> Runner::add(std::vector<float> prefill, std::vector<float> trailing, int64_t hidden,
                                       const SamplingParams& params, std::vector<double> uniforms, int64_t max_frames,
-                                      const std::vector<int64_t>& codec_prefix, bool text_open) {
+                                      const std::vector<int64_t>& codec_prefix, bool text_open,
+                                      int64_t prefix_len) {
   std::lock_guard<std::mutex> lock(mutex_);
   if (closed_) throw std::runtime_error("the runner is closed");
   if (hidden != hidden_) throw std::invalid_argument("embedding width does not match the talker");
@@ -217,11 +221,55 @@ std::shared_ptr<Sequence> Runner::add(std::vector<float> prefill, std::vector<fl
   if (!codec_prefix.empty() && !config_.offline) seq->codec = primed(codec_prefix);
   pool_->reserve(seq->id, length + frames);
   ++next_id_;
-  if (frames == 0)
+  if (frames == 0) {
     finish(*seq, "length");
-  else
+  } else {
+    start_prefix(*seq, prefix_len);
     active_.push_back(seq);
+  }
   return seq;
+}
+
+void Runner::start_prefix(Sequence& s, int64_t prefix_len) {
+  const int64_t shared = prefix_len - 1;
+  if (!config_.prefix_cache || shared < 1 || shared >= s.pending_rows()) return;
+  s.prefix_tokens = shared;
+  std::string key(reinterpret_cast<const char*>(s.pending.data()), shared * hidden_ * sizeof(float));
+  const std::vector<int32_t>* pinned = pool_->lookup(key);
+  if (pinned == nullptr) {
+    s.prefix_key = std::move(key);
+    return;
+  }
+  const std::vector<int32_t> source = *pinned;
+  const auto& table = pool_->grow(s.id, shared);
+  copy_blocks(source, std::vector<int32_t>(table.begin(), table.begin() + static_cast<std::ptrdiff_t>(source.size())));
+  s.cached = shared;
+  s.pending.erase(s.pending.begin(), s.pending.begin() + shared * hidden_);
+}
+
+void Runner::pin_prefix(Sequence& s) {
+  const std::string key = std::move(s.prefix_key);
+  s.prefix_key.clear();
+  const int count = pool_->blocks_for(s.prefix_tokens);
+  std::vector<int32_t> pinned = pool_->pin(key, count);
+  if (pinned.empty()) return;
+  const auto& table = pool_->tables().at(s.id);
+  copy_blocks(std::vector<int32_t>(table.begin(), table.begin() + count), pinned);
+}
+
+void Runner::copy_blocks(const std::vector<int32_t>& source, const std::vector<int32_t>& target) {
+  for (ov::Tensor& cache : caches_) {
+    const size_t row = cache.get_byte_size() / cache.get_shape()[0];
+    auto* bytes = static_cast<uint8_t*>(cache.data());
+    for (size_t i = 0; i < source.size(); ++i)
+      std::memcpy(bytes + static_cast<size_t>(target[i]) * row, bytes + static_cast<size_t>(source[i]) * row, row);
+  }
+}
+
+int64_t Runner::feed_rows(const Sequence& s) const {
+  const int64_t left = (s.cached < s.prefix_tokens ? s.prefix_tokens : s.cached + s.pending_rows()) - s.cached;
+  const int64_t rows = std::min(left, config_.prefill_chunk);
+  return left - rows == 1 && rows > 1 ? rows - 1 : rows;
 }
 
 bool Runner::extend(const std::shared_ptr<Sequence>& seq, const std::vector<float>& rows, bool closed,
@@ -325,7 +373,7 @@ std::vector<Sequence*> Runner::run_talker(const std::vector<Sequence*>& batch, s
   int32_t max_context = 0;
   for (size_t i = 0; i < n; ++i) {
     Sequence& s = *batch[i];
-    counts[i] = std::min(s.pending_rows(), config_.prefill_chunk);
+    counts[i] = feed_rows(s);
     begins.push_back(begins.back() + static_cast<int32_t>(counts[i]));
     past.push_back(static_cast<int32_t>(s.cached));
     const auto& table = pool_->grow(s.id, s.cached + counts[i]);
@@ -368,6 +416,7 @@ std::vector<Sequence*> Runner::run_talker(const std::vector<Sequence*>& batch, s
     } else {
       s.pending.erase(s.pending.begin(), s.pending.begin() + counts[i] * hidden_);
     }
+    if (!s.prefix_key.empty() && s.cached == s.prefix_tokens) pin_prefix(s);
   }
   return sampled;
 }

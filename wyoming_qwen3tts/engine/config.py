@@ -19,6 +19,7 @@ class EngineConfig:
     kv_blocks: int | None = None  # pool size in blocks, overrides kv_cache_mb
     max_queue: int = 32  # waiting requests; one more gets a "busy" error
     prefill_chunk: int = 256  # prompt tokens per talker call per sequence (long prompts take several)
+    prefix_cache: bool = True  # keep the KV of each voice's prompt prefix (CPU talker): prefill only the text
     frames_per_token: float = 6.0  # runaway guard: frame cap = min_frames + factor × text tokens ...
     min_frames: int = 40  # ... (a frame is 80 ms; 6 frames ≈ 0.5 s per token is slower than any speech)
     max_frames: int = 2048  # ... and never more than this (≈ 164 s)

@@ -12,7 +12,7 @@ import numpy as np
 
 from .config import EngineConfig
 from .model import LoadedModel
-from .runner import SUBCODE_STEPS, ChunkSchedule, Draws, StepTimes
+from .runner import SUBCODE_STEPS, ChunkSchedule, Draws, StepTimes, prefix_cache_supported
 from .sampling import SamplingParams
 
 try:
@@ -49,6 +49,7 @@ class NativeRunner:
         c.kv_cache_bytes = config.kv_cache_mb * 2**20
         c.first_chunk, c.steady_chunk, c.offline = schedule.first, schedule.steady, schedule.offline
         c.prefill_chunk = config.prefill_chunk
+        c.prefix_cache = config.prefix_cache and prefix_cache_supported(model.devices["talker"])
         c.max_positions = spec.talker.stack.max_position_embeddings
         c.eos, c.vocab_size, c.groups = spec.codec_ids.eos, spec.talker.vocab_size, SUBCODE_STEPS + 1
         c.tts_pad = model.tts_pad.astype(np.float32)
@@ -92,7 +93,12 @@ class NativeRunner:
     def can_admit(self, prompt_tokens: int, max_frames: int) -> bool:
         return self._runner.can_admit(prompt_tokens, max_frames)
 
-    def add(self, embeds, params: SamplingParams, max_frames: int | None = None, text_open: bool = False):
+    @property
+    def prefix_cache(self) -> bool:
+        return self._runner.prefix_cache
+
+    def add(self, embeds, params: SamplingParams, max_frames: int | None = None, text_open: bool = False,
+            prefix_len: int = 0):
         frames = self.frame_budget(embeds.prefill.shape[0], params.frame_limit(max_frames))
         p = _native.SamplingParams()
         for name in ("do_sample", "top_k", "top_p", "temperature", "repetition_penalty", "subtalker_do_sample",
@@ -100,7 +106,7 @@ class NativeRunner:
             setattr(p, name, getattr(params, name))
         draws = Draws(params.seed)
         seq = self._runner.add(embeds.prefill, embeds.trailing, p, draws.next(frames).ravel(), frames,
-                               embeds.codec_prefix, text_open)
+                               embeds.codec_prefix, text_open, prefix_len)
         if text_open and not seq.finished:
             self._draws[seq.id] = draws
         return seq

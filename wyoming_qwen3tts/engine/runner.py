@@ -3,6 +3,18 @@
 
 It is the oracle of the native runner and the debugging path; the scheduler (admission,
 timeouts, aborts) sits above it.
+
+The prefix cache: a prompt's first positions (instruct, role, codec prefix: Prompt.prefix_len)
+depend only on the voice, so their keys and values are the same in every request of that
+voice. A sequence whose prefix is cached starts with copies of the pinned blocks
+(`BlockPool.pin`) in its own first blocks and feeds only the rest of its prompt; one whose
+prefix is not cached feeds the prefix alone first and then pins a copy. Either way the rest
+is computed over a cached prefix, so a request's numbers do not depend on whether its prefix
+was cached. One prefix position is always left to the rest: the CPU's paged attention
+computes two or more rows over cached positions with the same bits as one call over all of
+them, but a single row goes through its decode kernel (last-bit differences) — so with an
+f32 KV cache the codes are exactly those without the cache (docs/OPENVINO.md §3). For the
+same reason no prefill chunk leaves a single prompt row to a call of its own.
 """
 from __future__ import annotations
 
@@ -63,6 +75,8 @@ class Sequence:
     text_open: bool = False  # more trailing text will come (Runner.extend); until then no pad is fed
     held: np.ndarray | None = None  # [H] the last frame's embedding, waiting for its trailing-text row
     draws: Draws | None = None  # more uniforms when the frame cap grows
+    prefix_tokens: int = 0  # leading prompt positions whose KV the prefix cache shares (0: none)
+    prefix_key: bytes | None = None  # set until this sequence has pinned its prefix (it was not cached)
     trailing: np.ndarray = field(init=False)  # [M, H] text rows fed with the frames; grows while text_open
     frames: list[np.ndarray] = field(default_factory=list)  # [16] codes per frame
     finished: bool = False
@@ -116,9 +130,11 @@ class Runner:
     """Owns the paged KV cache of one LoadedModel and steps sequences through it."""
 
     def __init__(self, model: LoadedModel, num_blocks: int = 256, schedule: ChunkSchedule = ChunkSchedule(),
-                 prefill_chunk: int = 256) -> None:
+                 prefill_chunk: int = 256, prefix_cache: bool = True) -> None:
         """prefill_chunk: prompt tokens a sequence feeds per step. Fixed per sequence (not
-        shared out by batch) so that a request computes the same numbers in any batch."""
+        shared out by batch) so that a request computes the same numbers in any batch.
+        prefix_cache: keep the KV of voice prefixes (module docstring; only for a talker
+        on the CPU, whose cache tensors are host memory the runner can copy)."""
         if prefill_chunk < 1:
             raise ValueError("prefill_chunk must be >= 1")
         self.model = model
@@ -130,13 +146,17 @@ class Runner:
             raise ValueError(f"no codec graphs for chunks first={schedule.first} steady={schedule.steady} "
                              f"(compiled: first {first}, steady {steady})")
         self.pool = BlockPool(num_blocks, model.block_size)
+        self.prefix_cache = prefix_cache and prefix_cache_supported(model.devices["talker"])
         self._talker = model.talker.create_infer_request()
         self._subcode = model.subcode.create_infer_request()
+        self._cache_rows: list[np.ndarray] = []  # each cache tensor's bytes, one row per block
         for port in model.talker.inputs:
             name = port.get_any_name()
             if name.startswith(("key_cache.", "value_cache.")):
                 shape = [num_blocks] + [d.get_length() for d in list(port.get_partial_shape())[1:]]
-                self._talker.set_tensor(name, ov.Tensor(port.get_element_type(), shape))
+                tensor = ov.Tensor(port.get_element_type(), shape)
+                self._talker.set_tensor(name, tensor)
+                self._cache_rows.append(tensor.data.view(np.uint8).reshape(num_blocks, -1))  # shares its memory
         self.active: list[Sequence] = []
         self._next_id = 0
         self._primed: OrderedDict[bytes, dict[str, np.ndarray]] = OrderedDict()
@@ -167,11 +187,12 @@ class Runner:
         return self.pool.can_reserve(prompt_tokens + self.frame_budget(prompt_tokens, max_frames))
 
     def add(self, embeds: PromptEmbeds, params: SamplingParams, max_frames: int | None = None,
-            text_open: bool = False) -> Sequence:
+            text_open: bool = False, prefix_len: int = 0) -> Sequence:
         """Start a sequence with room reserved for its prompt and every frame it may make.
         Raises ValueError when its prompt can never fit the cache, MemoryError when the
         pool cannot reserve it now (see can_admit). text_open: its trailing text grows
-        through `extend` until closed."""
+        through `extend` until closed. prefix_len: the prompt's leading positions that
+        depend only on the voice (Prompt.prefix_len; 0: nothing for the prefix cache)."""
         frames = params.frame_limit(max_frames)
         length = embeds.prefill.shape[0]
         frames = self.frame_budget(length, frames)
@@ -183,8 +204,41 @@ class Runner:
         if seq.max_frames == 0:
             self._finish(seq, "length")
         else:
+            self._start_prefix(seq, prefix_len)
             self.active.append(seq)
         return seq
+
+    def _start_prefix(self, seq: Sequence, prefix_len: int) -> None:
+        """A cached prefix is copied into the sequence's first blocks, and only the rest of the
+        prompt is fed; an uncached one is fed alone first and then pinned (`_pin_prefix`).
+        The last prefix position stays with the rest (module docstring)."""
+        shared = prefix_len - 1
+        if not self.prefix_cache or shared < 1 or shared >= seq.pending.shape[0]:
+            return
+        seq.prefix_tokens = shared
+        key = np.ascontiguousarray(seq.embeds.prefill[:shared], np.float32).tobytes()
+        pinned = self.pool.lookup(key)
+        if pinned is None:
+            seq.prefix_key = key
+            return
+        table = self.pool.grow(seq.id, shared)
+        self._copy_blocks(pinned, table[:len(pinned)])
+        seq.cached, seq.pending = shared, seq.pending[shared:]
+
+    def _pin_prefix(self, seq: Sequence) -> None:
+        """Copy the blocks of a prefix just computed into blocks the cache pins (when the pool
+        has blocks no reservation needs), before the sequence writes on into its last one."""
+        key, seq.prefix_key = seq.prefix_key, None
+        count = self.pool.blocks_for(seq.prefix_tokens)
+        pinned = self.pool.pin(key, count)
+        if pinned is not None:
+            self._copy_blocks(self.pool.tables[seq.id][:count], pinned)
+
+    def _copy_blocks(self, source: list[int], target: list[int]) -> None:
+        """Every layer's keys and values of blocks `source` into blocks `target`: whole rows of
+        each cache tensor, so quantization scales stored in a block travel with it."""
+        for rows in self._cache_rows:
+            rows[target] = rows[source]
 
     def extend(self, seq: Sequence, rows: np.ndarray, closed: bool, max_frames: int) -> bool:
         """More text for an open sequence: trailing-text rows [n, H], whether the text is now
@@ -299,7 +353,7 @@ class Runner:
         """One paged call: decode rows and prefill chunks of every sequence. Returns the
         sequences whose input is now all in the cache (they sample), with their logits and
         hidden rows; a sequence still mid-prefill gets no row."""
-        feeds = [s.pending[:self.prefill_chunk] for s in batch]
+        feeds = [s.pending[:self._feed_rows(s)] for s in batch]
         counts = [f.shape[0] for f in feeds]
         begins = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
         tables = [self.pool.grow(s.id, s.cached + n) for s, n in zip(batch, counts)]
@@ -321,7 +375,18 @@ class Runner:
         for s, n, done in zip(batch, counts, last):
             s.cached += n
             s.pending = None if done else s.pending[n:]
+            if s.prefix_key is not None and s.cached == s.prefix_tokens:
+                self._pin_prefix(s)
         return [s for s, done in zip(batch, last) if done], out["logits"], out["hidden"]
+
+    def _feed_rows(self, seq: Sequence) -> int:
+        """Rows of the sequence's pending input the next talker call feeds: a prefill chunk,
+        which stops at the end of a prefix to be cached, and leaves no single prompt row for a
+        call of its own (one row over cached positions takes another kernel: last-bit
+        differences from one call over the whole prompt, docs/OPENVINO.md §3)."""
+        left = (seq.prefix_tokens if seq.cached < seq.prefix_tokens else seq.cached + seq.pending.shape[0]) - seq.cached
+        rows = min(self.prefill_chunk, left)
+        return rows - 1 if left - rows == 1 and rows > 1 else rows
 
     def _sample_code0(self, batch: list[Sequence], logits: np.ndarray) -> list[int]:
         """Pick each sequence's group-0 code; returns the batch rows that go on to the subcode."""
@@ -361,6 +426,13 @@ class Runner:
             self._feed_frame(seq, out["frame_embedding"][i].copy())
             if len(seq.frames) >= seq.max_frames:
                 self._finish(seq, "length")
+
+
+def prefix_cache_supported(device: str) -> bool:
+    """Whether the runners copy KV blocks of a talker on this device (the prefix cache): the
+    CPU plugin computes in the host tensors the runner allocated, which it can copy; whether
+    another device's plugin keeps the cache there is not established."""
+    return device.split(".")[0] == "CPU"
 
 
 def generate_codes(model: LoadedModel, prompts: list[PromptEmbeds], params: list[SamplingParams],

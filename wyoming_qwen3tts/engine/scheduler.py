@@ -12,6 +12,10 @@ still being written"): it is admitted once its prompt can be laid out (the strea
 needs only the first text token), and each later token joins its trailing text. Its frame
 cap, and so its reservation, grows with the text; while the pool cannot grow it, the new
 tokens wait, as does a sequence whose next text token has not arrived.
+
+The runner keeps the KV of recent voices' prompt prefixes (engine.prefix_cache, engine/runner.py)
+in pool blocks that count as free: a request that needs them evicts them, so admission never
+waits for the cache, and an idle pool has every block free.
 """
 from __future__ import annotations
 
@@ -84,7 +88,7 @@ def make_runner(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedul
     if model.talker is None:
         raise ValueError("engine.runner is python, but the model was loaded for the native runner")
     blocks = config.kv_blocks or max(1, int(config.kv_cache_mb * 2**20 // model.kv_block_bytes))
-    return Runner(model, blocks, schedule, config.prefill_chunk)
+    return Runner(model, blocks, schedule, config.prefill_chunk, config.prefix_cache)
 
 
 class Scheduler:
@@ -115,9 +119,10 @@ class Scheduler:
         self._window = MetricsWindow()
         self._idle = True  # no request running or waiting, as of the last tick
         self._metrics = self._snapshot()
-        log.info("engine (%s runner): %d KV blocks of %d tokens (%.0f MB), batch %d, queue %d", config.runner,
-                 self.runner.pool.num_blocks, self.runner.block_size,
-                 self.runner.pool.num_blocks * self.runner.kv_block_bytes / 2**20, config.max_batch, config.max_queue)
+        log.info("engine (%s runner): %d KV blocks of %d tokens (%.0f MB), batch %d, queue %d, prefix cache %s",
+                 config.runner, self.runner.pool.num_blocks, self.runner.block_size,
+                 self.runner.pool.num_blocks * self.runner.kv_block_bytes / 2**20, config.max_batch, config.max_queue,
+                 "on" if self.runner.prefix_cache else "off")
 
     # --- any thread ---
     def submit(self, voice: VoiceRequest, params: SamplingParams | None = None, *, max_frames: int | None = None,
@@ -281,7 +286,8 @@ class Scheduler:
         with self._lock:
             self._metrics = m = self._snapshot()
         if not self._idle and not m.active and not m.queue_depth:  # every block should be back (the soak reads it)
-            log.debug("engine idle: %d/%d KV blocks free", m.blocks_free, m.blocks_total)
+            log.debug("engine idle: %d/%d KV blocks free (%d of them pinned by the prefix cache)", m.blocks_free,
+                      m.blocks_total, self.runner.pool.pinned)
         self._idle = not m.active and not m.queue_depth
 
     def _take_text(self, req: _Request, ids: list[int], closed: bool) -> None:
@@ -331,7 +337,7 @@ class Scheduler:
                 self._waiting.remove(req)
             try:
                 req.seq = self.runner.add(self.model.embed_prompt(req.prompt), req.params, cap,
-                                          text_open=not req.closed)
+                                          text_open=not req.closed, prefix_len=req.prompt.prefix_len)
             except Exception as e:
                 log.warning("request %d rejected: %s", req.id, e)
                 self._finish(req, f"error: {e}", EngineError(str(e)))

@@ -61,6 +61,9 @@ class Prompt:
     speaker_vector: np.ndarray | None
     ref_codes: np.ndarray | None
     text_tokens: int = 0  # ids of the text (not counting the role, instruct or reference transcript)
+    # leading positions that depend only on the voice and language (instruct, role, codec prefix):
+    # the same in every request of a voice, so the runners may keep their KV (prefix cache)
+    prefix_len: int = 0
 
     def __len__(self) -> int:
         return int(self.text_ids.shape[0])
@@ -179,6 +182,7 @@ def build_open_prompt(spec: ModelSpec, tokenizer: TextTokenizer, req: VoiceReque
         tracks.add(instruct_ids, [NO_CODEC] * len(instruct_ids))
     tracks.add(tokenizer.encode(assistant_text(""))[:3] if role is None else role, [NO_CODEC] * 3)
     tracks.add([t.tts_pad] * (len(prefix) - 2) + [t.tts_bos], prefix[:-1])
+    prefix_len = len(tracks.text)  # the next position carries text (or the reference transcript)
 
     if icl:
         trailing = _icl_tail(spec, ref_ids + text + end, len(ref_codes), non_streaming, closed, tracks)
@@ -196,6 +200,7 @@ def build_open_prompt(spec: ModelSpec, tokenizer: TextTokenizer, req: VoiceReque
         speaker_vector=None if req.speaker_vector is None else np.asarray(req.speaker_vector, np.float32),
         ref_codes=ref_codes,
         text_tokens=len(text),
+        prefix_len=prefix_len,
     )
 
 

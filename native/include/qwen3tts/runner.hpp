@@ -37,6 +37,7 @@ struct RunnerConfig {
   int64_t first_chunk = 1, steady_chunk = 8;
   bool offline = false;                               // decode nothing while generating
   int64_t prefill_chunk = 256;
+  bool prefix_cache = false;                          // keep the KV of voice prefixes (engine/runner.py)
   int64_t max_positions = 0;
   int64_t eos = 0, vocab_size = 0, groups = 16;
   std::vector<float> tts_pad;                         // [hidden] text embedding after the text runs out
@@ -62,6 +63,7 @@ class Runner {
   int64_t kv_block_bytes() const { return kv_block_bytes_; }
   int64_t capacity_tokens() const { return pool_->num_blocks() * pool_->block_size(); }
   const BlockPool& pool() const { return *pool_; }
+  bool prefix_cache() const { return config_.prefix_cache; }
   const StepTimes& times() const { return times_; }
   const std::vector<std::shared_ptr<Sequence>>& active() const { return active_; }
   // Resident memory before loading and after each graph was compiled, run once and released.
@@ -74,9 +76,12 @@ class Runner {
   // prefill [rows × hidden], trailing [rows × hidden], uniforms [≥ frames × 16];
   // codec_prefix: reference codes [R × 16] the stream's decoder hears first (in-context
   // cloning), or empty. text_open: the trailing text grows through extend() until closed.
+  // prefix_len: the prompt's leading positions that depend only on the voice (the prefix
+  // cache's unit; 0: none).
   std::shared_ptr<Sequence> add(std::vector<float> prefill, std::vector<float> trailing, int64_t hidden,
                                 const SamplingParams& params, std::vector<double> uniforms, int64_t max_frames,
-                                const std::vector<int64_t>& codec_prefix = {}, bool text_open = false);
+                                const std::vector<int64_t>& codec_prefix = {}, bool text_open = false,
+                                int64_t prefix_len = 0);
   // More text for an open sequence: trailing rows [n × hidden], whether the text is now
   // complete, its frame cap for the longer text and the uniforms of the frames that cap adds
   // (the request's draws continued). Returns false, changing nothing, while the pool cannot
@@ -96,6 +101,17 @@ class Runner {
 
  private:
   void finish(Sequence& seq, const std::string& reason);
+  // The prefix cache (engine/runner.py's module docstring): a cached prefix is copied into
+  // the sequence's first blocks and only the rest is fed; an uncached one is fed alone, then
+  // pinned. The last prefix position stays with the rest.
+  void start_prefix(Sequence& seq, int64_t prefix_len);
+  void pin_prefix(Sequence& seq);
+  // Every layer's keys and values of blocks `source` into blocks `target` (whole rows of each
+  // cache tensor, quantization scales included).
+  void copy_blocks(const std::vector<int32_t>& source, const std::vector<int32_t>& target);
+  // Rows of the pending input the next talker call feeds: a prefill chunk, which stops at the
+  // end of a prefix to be cached and leaves no single prompt row for a call of its own.
+  int64_t feed_rows(const Sequence& seq) const;
   // The talker's next input after a frame: its embedding plus trailing-text row t (t = the
   // frame's index) or the pad once the text has run out; held while an open text has no row t.
   void feed_frame(Sequence& seq, const float* frame);
@@ -124,6 +140,7 @@ class Runner {
   ov::InferRequest talker_req_, subcode_req_;
   std::unique_ptr<StreamingCodec> codec_;
   std::unique_ptr<BlockPool> pool_;
+  std::vector<ov::Tensor> caches_;  // key_cache.N and value_cache.N: [blocks, ...] each
   int64_t kv_block_bytes_ = 0, hidden_ = 0;
   std::vector<std::shared_ptr<Sequence>> active_;
   int64_t next_id_ = 0;

@@ -23,6 +23,8 @@ struct Sequence {
   std::vector<float> pending;      // [rows × hidden] embeddings the next talker call feeds
   bool text_open = false;          // more trailing text will come (Runner::extend); no pad is fed until then
   std::vector<float> held;         // [hidden] the last frame's embedding, waiting for its trailing-text row
+  int64_t prefix_tokens = 0;       // leading prompt positions whose KV the prefix cache shares (0: none)
+  std::string prefix_key;          // set until this sequence has pinned its prefix (it was not cached)
   std::vector<int64_t> frames;     // [frames × groups] generated codes
   int64_t groups = 16;
   bool finished = false;
