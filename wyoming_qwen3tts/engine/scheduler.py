@@ -150,7 +150,7 @@ class Scheduler:
         params = params or self.defaults
         params.validate()
         req = self._queue(None, params, max_frames, timeout, voice=voice, closed=False, fed_closed=False)
-        log.debug("request %d opened", req.id)
+        log.debug("request %d queued: its text is to come", req.id)
         return Utterance(req.id, req.stream, TextTokenStream(self.model.tokenizer), self.feed)
 
     def feed(self, request_id: int, ids: list[int], closed: bool) -> None:
