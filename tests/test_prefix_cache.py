@@ -121,10 +121,10 @@ def test_prefix_len_ends_where_the_text_begins(u8):
 
 
 def test_prefix_len_of_instructs_and_clones(converted_factory):
-    design = LoadedModel(converted_factory("tiny-1.7b", "custom_voice", "int8"), runner="native")
+    instructed = LoadedModel(converted_factory("tiny-1.7b", "custom_voice", "int8"), runner="native")
     voice = VoiceRequest("Hi there.", "english", "ryan", instruct="Speak slowly.")
-    prompt = design.prompt(voice)
-    instruct = len(design.tokenizer.encode("<|im_start|>user\nSpeak slowly.<|im_end|>\n"))
+    prompt = instructed.prompt(voice)
+    instruct = len(instructed.tokenizer.encode("<|im_start|>user\nSpeak slowly.<|im_end|>\n"))
     assert prompt.prefix_len == instruct + 9 and prompt.text_ids[prompt.prefix_len] >= 0
     base = LoadedModel(converted_factory("tiny", "base", "int8"), runner="native")
     vector = np.ones(64, np.float32)
