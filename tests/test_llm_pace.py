@@ -42,6 +42,7 @@ def test_a_measurement_from_a_timeline():
     assert not Measurement.of("word", "20/s", "short", 0, Timeline(stopped_s=1.0)).ok  # no audio
     row = llm_pace.summarize([m, m], ["word"], ["20/s"], ["short"])[0]
     assert row["ok"] == 2 and row["ttfa_ms"] == pytest.approx(250) and row["gaps"] == 1
+    assert row["longest_gap_ms"] == pytest.approx(270)
 
 
 def test_tokens_and_pacing():

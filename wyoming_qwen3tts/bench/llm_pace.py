@@ -264,6 +264,7 @@ def summarize(measurements: list[Measurement], mode_names: list[str], pacings: l
                     "ttfa_max_ms": _ms(max(ttfa, default=None)),
                     "gaps": _median([m.gaps for m in ok]), "gaps_max": max((m.gaps for m in ok), default=None),
                     "gap_ms": _ms(_median([m.gap_s for m in ok])),
+                    "longest_gap_ms": _ms(_median([max((g for _, g in m.gaps_at), default=0.0) for m in ok])),
                     "total_s": _median([m.total_s for m in ok]), "audio_s": _median([m.audio_s for m in ok]),
                     "text_s": _median([m.text_s for m in ok]), "played_s": _median([m.played_s for m in ok])})
     return rows
@@ -292,30 +293,35 @@ def markdown(result: dict[str, Any]) -> str:
             cells.append("" if r is None else f"{_cell(r['ttfa_ms'], '.0f')} / {_cell(r['gaps'], 'g')} "
                                               f"({_cell(r['gap_ms'], '.0f')})")
         lines.append(f"| {text} | {pacing} | " + " | ".join(cells) + " |")
-    full = ["| mode | pacing | text | ok/runs | first audio, ms (min–max) | gaps (most) | gaps, ms | total, s "
-            "| text sent, s | audio, s | played to the end, s |",
-            "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    full = ["| mode | pacing | text | ok/runs | first audio, ms (min–max) | gaps (most) | gaps, ms | longest gap, ms "
+            "| total, s | text sent, s | audio, s | played to the end, s |",
+            "| --- | --- | --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |"]
     for r in rows:
         full.append(f"| {labels[r['mode']]} | {r['pacing']} | {r['text']} | {r['ok']}/{r['runs']} "
                     f"| {_cell(r['ttfa_ms'], '.0f')} "
                     f"({_cell(r['ttfa_min_ms'], '.0f')}–{_cell(r['ttfa_max_ms'], '.0f')}) "
                     f"| {_cell(r['gaps'], 'g')} ({_cell(r['gaps_max'], 'g')}) | {_cell(r['gap_ms'], '.0f')} "
+                    f"| {_cell(r.get('longest_gap_ms'), '.0f')} "
                     f"| {_cell(r['total_s'], '.2f')} | {_cell(r['text_s'], '.2f')} | {_cell(r['audio_s'], '.2f')} "
                     f"| {_cell(r['played_s'], '.2f')} |")
     texts = "\n".join(f"- **{name}** ({t['tokens']} tokens): {t['text']}" for name, t in result["texts"].items())
     m, c = result["machine"], result["contention"]
+    engine = result["engine"]
+    cap = ", ".join(f"engine.{k} {v}" for k, v in engine.items()) if isinstance(engine, dict) else engine
+    others = [x["others"] for x in result["measurements"]] or [0.0]
+    steal = [x["steal"] for x in result["measurements"]] or [0.0]
     return (f"# Speaking while the LLM writes\n\n`{result['command']}`\n\n"
             f"{m['cpu']}, {m['cores']} cores; model {result['model']}; server flags "
-            f"`{' '.join(result['server_args'])}`; engine frame cap {result['engine']}. "
+            f"`{' '.join(result['server_args'])}`; frame cap: {cap}. "
             f"{result['runs']} timed runs per cell after {result['warmup']} warm-up request(s) per text and mode, "
-            f"the modes interleaved; medians. Over the timed requests other processes took "
-            f"{c['other_cpu_share']:.1%} of the CPU and other virtual machines {c['steal_share']:.1%}; "
-            f"{c['repeated']} request(s) were made again because others took more than {c['max_busy']:.0%} "
-            f"during them ({c['kept_busy']} kept above it).\n\n"
+            f"the modes interleaved; medians. During the requests kept, other processes took at most "
+            f"{max(others):.1%} of the CPU (median {statistics.median(others):.1%}) and other virtual machines at "
+            f"most {max(steal):.1%}; {c['repeated']} request(s) were made again because others took more than "
+            f"{c['max_busy']:.0%} during them ({c['kept_busy']} kept above it).\n\n"
             f"Texts:\n\n{texts}\n\n" + "\n".join(lines) + "\n\n" + "\n".join(full) + "\n\n"
             "First audio: first audio-chunk read − first synthesize-chunk sent. Gaps: times a player started at "
-            "the first chunk and playing at real time runs dry, and for how long in all. Total: synthesize-stopped "
-            "− first chunk. Played to the end: first audio + audio + gaps.\n")
+            "the first chunk and playing at real time runs dry, for how long in all, and the longest. Total: "
+            "synthesize-stopped − first chunk. Played to the end: first audio + audio + gaps.\n")
 
 
 # --- the run ------------------------------------------------------------------------------
