@@ -26,12 +26,12 @@ from wyoming.client import AsyncClient
 from wyoming.info import Describe, Info
 
 from wyoming_qwen3tts.client import synthesize
+from wyoming_qwen3tts.clone.cloner import CloneError, Cloner
 from wyoming_qwen3tts.config import ServerConfig, VoiceConfig, apply_overrides
 from wyoming_qwen3tts.convert.pipeline import convert
 from wyoming_qwen3tts.engine.audio import read_wav, to_int16
-from wyoming_qwen3tts.engine.clone import CloneError, Cloner
 from wyoming_qwen3tts.engine.config import EngineConfig
-from wyoming_qwen3tts.engine.model import LoadedModel
+from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.runner import generate_codes
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler

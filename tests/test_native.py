@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from wyoming_qwen3tts.engine.config import EngineConfig
-from wyoming_qwen3tts.engine.model import LoadedModel
+from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler
 from wyoming_qwen3tts.engine.stream import EngineError

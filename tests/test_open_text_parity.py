@@ -29,11 +29,10 @@ from qwen_tts.inference.qwen3_tts_model import VoiceClonePromptItem
 
 from wyoming_qwen3tts.convert.pipeline import convert
 from wyoming_qwen3tts.engine.config import EngineConfig
-from wyoming_qwen3tts.engine.model import LoadedModel
+from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler
-from wyoming_qwen3tts.model.prompt import VoiceRequest, build_open_prompt, ref_text_string
-from wyoming_qwen3tts.model.token_stream import text_ids
+from wyoming_qwen3tts.model.prompt import VoiceRequest, assistant_ids, build_open_prompt, ref_text_string
 
 FRAMES = 20
 RATE = 24000
@@ -233,11 +232,11 @@ def test_the_cases_cover_what_they_claim(cases, case):
     not a whole id; the clone's prompt cannot start on the first text id."""
     voice, model, _, _ = cases(case)
     text = CASES[case][1]
-    ids = text_ids(model.tokenizer, text)
+    ids = assistant_ids(model.tokenizer, text)[1]
     assert 4 < len(ids) < FRAMES - 4
     if case == "custom-zh":
         assert all(len(ch.encode()) == 3 for ch in text)
-        assert ids != [i for ch in text for i in text_ids(model.tokenizer, ch)]
+        assert ids != [i for ch in text for i in assistant_ids(model.tokenizer, ch)[1]]
     if case == "clone-icl":
         ref_ids = model.tokenizer.encode(ref_text_string(REF_TEXT))[3:-2]
         start = REF_FRAMES + 1 - len(ref_ids)  # text ids the prompt needs: codec bos + one per reference frame

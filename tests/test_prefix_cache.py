@@ -13,7 +13,7 @@ import pytest
 
 from wyoming_qwen3tts.engine.blocks import BlockPool
 from wyoming_qwen3tts.engine.config import EngineConfig
-from wyoming_qwen3tts.engine.model import LoadedModel
+from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.runner import ChunkSchedule
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler, make_runner

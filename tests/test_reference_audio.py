@@ -9,7 +9,7 @@ import librosa
 import numpy as np
 import pytest
 
-from wyoming_qwen3tts.engine.reference_audio import AudioError, decode_wav, read_file, resample
+from wyoming_qwen3tts.clone.reference_audio import AudioError, decode_wav, read_file, resample
 
 RATE = 24000
 

@@ -6,7 +6,7 @@ import pytest
 
 from wyoming_qwen3tts.convert.pipeline import convert
 from wyoming_qwen3tts.engine.audio import read_wav
-from wyoming_qwen3tts.engine.model import LoadedModel
+from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.runner import ChunkSchedule, generate_codes
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.model.prompt import VoiceRequest

@@ -1,6 +1,6 @@
 """TextTokenStream: text arriving in pieces gives exactly the ids of the whole text, early.
 
-The reference is `text_ids` = `encode(assistant_text(text))[3:-5]`, the slice build_prompt
+The reference is `text_ids`, `encode(assistant_text(text))[3:-5]`, the slice build_prompt
 uses. Every check also asserts, after each piece, that what was returned so far is a prefix
 of the reference (an id once returned is never revised). The tiny synthetic vocabulary has
 few merges (most pre-tokens become several ids), the real Qwen2 one many; the split regex,
@@ -18,8 +18,13 @@ from tokenizers import Regex, pre_tokenizers
 
 from wyoming_qwen3tts.model.prompt import assistant_text
 from wyoming_qwen3tts.model.synthetic.vocab import qwen_base_ranks, tiny_ranks, write_tokenizer_files
-from wyoming_qwen3tts.model.token_stream import TextTokenStream, _maybe_space, text_ids
+from wyoming_qwen3tts.model.token_stream import TextTokenStream, _maybe_space
 from wyoming_qwen3tts.model.tokenizer import QWEN2_PATTERN, TextTokenizer
+
+
+def text_ids(tokenizer, text: str) -> list[int]:
+    """The reference: the text's slice of the whole turn, as the official generate() takes it."""
+    return tokenizer.encode(assistant_text(text))[3:-5]
 
 
 @pytest.fixture(scope="module")

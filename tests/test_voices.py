@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from wyoming.info import Info
 
+from wyoming_qwen3tts.clone.cloner import ClonePrompt
 from wyoming_qwen3tts.config import VoiceConfig
-from wyoming_qwen3tts.engine.clone import ClonePrompt
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
 from wyoming_qwen3tts.model.prompt import VoiceRequest, build_prompt
 from wyoming_qwen3tts.model.tokenizer import TextTokenizer

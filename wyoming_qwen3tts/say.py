@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 
 from .client import ClientError, synthesize
+from .clone.cloner import CloneError, Cloner
 from .engine.audio import SAMPLE_RATE, write_wav
-from .engine.clone import CloneError, Cloner
 from .engine.config import EngineConfig
 from .engine.devices import KV_PRECISIONS, PRECISION_SETTINGS
 from .engine.open import Placement, open_engine

@@ -38,7 +38,7 @@ import numpy as np
 import openvino as ov
 
 from ..engine.devices import KV_PRECISIONS, PRECISIONS
-from ..engine.model import LoadedModel
+from ..engine.loaded_model import LoadedModel
 from ..engine.runner import ChunkSchedule, Runner, Sequence
 from ..engine.sampling import SamplingParams, process_talker_logits
 from ..model.embed import PromptEmbeds

@@ -30,7 +30,7 @@ from ..model.checkpoint import Checkpoint
 from .codec import build_codec_decoder
 from .codec_encoder import build_codec_encoder
 from .codec_stream import build_codec_first, build_codec_steady
-from .embed import build_embed
+from .embed_graph import build_embed
 from .ops import WEIGHT_FORMATS, Weights
 from .speaker_encoder import build_speaker_encoder
 from .subcode import build_subcode

@@ -11,7 +11,7 @@ from __future__ import annotations
 import numpy as np
 
 from .config import EngineConfig
-from .model import LoadedModel
+from .loaded_model import LoadedModel
 from .runner import SUBCODE_STEPS, ChunkSchedule, Draws, StepTimes, prefix_cache_supported
 from .sampling import SamplingParams
 

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .config import EngineConfig
-from .model import LoadedModel
+from .loaded_model import LoadedModel
 from .runner import ChunkSchedule
 from .sampling import SamplingParams
 from .scheduler import Scheduler

@@ -30,7 +30,7 @@ import openvino as ov
 from ..model.embed import PromptEmbeds
 from .blocks import BlockPool
 from .codec_stream import CodecStream
-from .model import LoadedModel
+from .loaded_model import LoadedModel
 from .sampling import SamplingParams, process_talker_logits, sample_row
 
 log = logging.getLogger(__name__)
@@ -249,7 +249,7 @@ class Runner:
         if not seq.text_open:
             raise ValueError(f"sequence {seq.id} has no open text")
         length = seq.embeds.prefill.shape[0]
-        frames = max(seq.max_frames, self.frame_budget(length, seq.params.frame_limit(max_frames)))
+        frames = max(seq.max_frames, self.frame_budget(length, max_frames))
         try:
             self.pool.reserve(seq.id, length + frames)
         except MemoryError:

@@ -32,8 +32,8 @@ from ..model.prompt import Prompt, VoiceRequest, build_open_prompt
 from ..model.token_stream import TextTokenStream
 from .audio import SAMPLE_RATE
 from .config import EngineConfig
+from .loaded_model import LoadedModel
 from .metrics import EngineMetrics, MetricsWindow
-from .model import LoadedModel
 from .native import NativeRunner
 from .runner import ChunkSchedule, Runner, Sequence
 from .sampling import SamplingParams
@@ -378,8 +378,11 @@ class Scheduler:
             if waiting is not None:
                 self._waiting.remove(waiting)
         req = waiting or self._running.get(rid)
-        if req is None:
-            return  # already finished
+        if req is not None:  # else already finished
+            self._stop(req, error)
+
+    def _stop(self, req: _Request, error: EngineError) -> None:
+        """End a request before its sequence finished: its blocks go back, its stream gets the error."""
         reason = ("timeout" if isinstance(error, RequestTimeout) else "aborted" if isinstance(error, RequestAborted)
                   else f"error: {error}")
         if req.seq is not None:
@@ -409,11 +412,8 @@ class Scheduler:
             queued = list(self._waiting) if waiting else []
             if waiting:
                 self._waiting.clear()
-        reason = "aborted" if isinstance(error, RequestAborted) else f"error: {error}"
         for req in queued + list(self._running.values()):
-            if req.seq is not None:
-                self.runner.abort(req.seq, reason)
-            self._finish(req, reason, error)
+            self._stop(req, error)
         with self._lock:
             self._metrics = self._snapshot()
 

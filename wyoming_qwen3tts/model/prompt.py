@@ -73,6 +73,14 @@ def assistant_text(text: str) -> str:
     return f"<|im_start|>assistant\n{text}<|im_end|>\n<|im_start|>assistant\n"
 
 
+def assistant_ids(tokenizer: TextTokenizer, text: str) -> tuple[list[int], list[int]]:
+    """The role's three ids and the text's ids, as the official generate() slices the whole
+    turn (a text starting with a line break merges into the role's newline); the text's ids
+    are empty for "" and for a lone "\\n"."""
+    ids = tokenizer.encode(assistant_text(text))
+    return ids[:3], ids[3:-5]
+
+
 def ref_text_string(text: str) -> str:
     return f"<|im_start|>assistant\n{text}<|im_end|>\n"
 
@@ -144,8 +152,8 @@ def build_prompt(spec: ModelSpec, tokenizer: TextTokenizer, req: VoiceRequest) -
     """Lay out the prompt of one request, as the official generate() does: the whole turn is
     tokenized, then sliced (so a text whose start merges with the role's newline gives
     upstream's ids)."""
-    ids = tokenizer.encode(assistant_text(req.text))
-    prompt = build_open_prompt(spec, tokenizer, req, ids[3:-5], closed=True, role=ids[:3])
+    role, ids = assistant_ids(tokenizer, req.text)
+    prompt = build_open_prompt(spec, tokenizer, req, ids, closed=True, role=role)
     assert prompt is not None  # a closed text always lays out
     return prompt
 

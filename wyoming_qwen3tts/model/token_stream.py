@@ -1,7 +1,7 @@
 """Text ids of an utterance whose text arrives in pieces ("speak while the LLM is still writing").
 
 The talker should get text ids as soon as they are known, but they must be exactly the ids
-`build_prompt` takes from the whole text, `encode(assistant_text(text))[3:-5]`
+`build_prompt` takes from the whole text, `assistant_ids(tokenizer, text)`
 (docs/MODEL.md §5.1, §11). `TextTokenStream` runs the tokenizer's stages incrementally and
 returns an id only once no later text can change it:
 
@@ -33,15 +33,9 @@ from __future__ import annotations
 import functools
 import unicodedata
 
-from .prompt import assistant_text
 from .tokenizer import TextTokenizer
 
 _SEGMENT_START = "assistant\n"  # what precedes the text in its tokenizer segment (after <|im_start|>)
-
-
-def text_ids(tokenizer: TextTokenizer, text: str) -> list[int]:
-    """The text ids `build_prompt` uses for a whole `text` (empty for "" and for a lone "\\n")."""
-    return tokenizer.encode(assistant_text(text))[3:-5]
 
 
 def _composes_backward() -> frozenset[str]:
@@ -97,7 +91,7 @@ class TextTokenStream:
     """Text ids of one utterance, fed piece by piece.
 
     For any split of a text into pieces, the ids returned by `push` and `finish` concatenate to
-    `text_ids(tokenizer, text)`, and no returned id is ever revised.
+    `assistant_ids(tokenizer, text)[1]`, and no returned id is ever revised.
     """
 
     def __init__(self, tokenizer: TextTokenizer) -> None:
@@ -123,7 +117,7 @@ class TextTokenStream:
 
     @property
     def role_ids(self) -> list[int] | None:
-        """The prompt's three role ids, `encode(assistant_text(text))[:3]`, once final (else None).
+        """The prompt's three role ids, `assistant_ids(tokenizer, text)[0]`, once final (else None).
 
         Usually `<|im_start|> assistant \\n`, but a text starting with a line break merges into
         the role's newline, so they are known only once the text's start is.

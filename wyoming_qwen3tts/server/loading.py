@@ -13,8 +13,8 @@ from pathlib import Path
 import openvino as ov
 
 from .. import __version__
+from ..clone.cloner import CloneError, ClonePrompt, Cloner
 from ..config import ServerConfig, VoiceConfig
-from ..engine.clone import CloneError, ClonePrompt, Cloner
 from ..engine.devices import GRAPHS, place
 from ..engine.open import Placement, open_engine
 from ..engine.sampling import SamplingParams

@@ -16,8 +16,8 @@ from pathlib import Path
 
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 
+from ..clone.cloner import CloneError, ClonePrompt
 from ..config import VoiceConfig
-from ..engine.clone import CloneError, ClonePrompt
 from ..model.prompt import VoiceRequest
 from ..model.spec import Speaker, VoiceSpec
 

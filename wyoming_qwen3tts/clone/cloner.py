@@ -19,10 +19,10 @@ from pathlib import Path
 
 import numpy as np
 
+from ..engine.audio import SAMPLE_RATE
+from ..engine.loaded_model import LoadedModel
 from ..model.mel import log_mel
 from ..model.prompt import VoiceRequest
-from .audio import SAMPLE_RATE
-from .model import LoadedModel
 from .reference_audio import AudioError, decode_wav, read_file, resample
 
 log = logging.getLogger(__name__)
