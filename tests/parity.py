@@ -7,9 +7,9 @@ from typing import Any
 import numpy as np
 import oracle
 import torch
+from prompt_embedder import PromptEmbedder
 
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
-from wyoming_qwen3tts.model.embed import PromptEmbedder
 from wyoming_qwen3tts.model.prompt import VoiceRequest, build_prompt
 from wyoming_qwen3tts.model.tokenizer import TextTokenizer
 

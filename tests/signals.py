@@ -1,7 +1,9 @@
-"""Test signals: speech-like audio, and float WAV files that read back bit for bit."""
+"""Test signals: speech-like audio, float WAV files that read back bit for bit, and reading
+back the 16-bit WAV files the package writes."""
 from __future__ import annotations
 
 import struct
+import wave
 from pathlib import Path
 
 import numpy as np
@@ -32,3 +34,11 @@ def write_float_wav(path: Path, x: np.ndarray, rate: int = RATE) -> Path:
     path.write_bytes(b"RIFF" + struct.pack("<I", 4 + 8 + len(fmt) + 8 + len(data)) + b"WAVE"
                      + b"fmt " + struct.pack("<I", len(fmt)) + fmt + b"data" + struct.pack("<I", len(data)) + data)
     return path
+
+
+def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
+    """(int16 samples, sample rate) of a mono 16-bit WAV file."""
+    with wave.open(str(path), "rb") as f:
+        if f.getnchannels() != 1 or f.getsampwidth() != 2:
+            raise ValueError(f"{path}: expected mono 16-bit PCM")
+        return np.frombuffer(f.readframes(f.getnframes()), "<i2"), f.getframerate()

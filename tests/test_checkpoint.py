@@ -8,9 +8,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 import torch
+from tensor_files import write_safetensors
 
 from wyoming_qwen3tts.model.checkpoint import Checkpoint, CheckpointError
-from wyoming_qwen3tts.model.safetensors import SafetensorsFile, bf16_to_f32, f32_to_bf16, write_file
+from wyoming_qwen3tts.model.safetensors import SafetensorsFile, bf16_to_f32, f32_to_bf16
 from wyoming_qwen3tts.model.spec import ConfigError, parse_model_config
 from wyoming_qwen3tts.model.synthetic.presets import GENERATION_CONFIG, model_config
 
@@ -152,7 +153,7 @@ def _rewrite_main(d: Path, edit) -> None:
     tensors = {n: bf16_to_f32(f.raw(n)) for n in f.names()}
     del f
     edit(tensors)
-    write_file(d / "model.safetensors", tensors, dtypes={n: "bfloat16" for n in tensors})
+    write_safetensors(d / "model.safetensors", tensors, dtypes={n: "bfloat16" for n in tensors})
 
 
 def test_missing_tensor_is_named(scratch):

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 import oracle  # first: stubs the unused 25 Hz deps
 import pytest
-from signals import speech_like, write_float_wav
+from signals import read_wav, speech_like, write_float_wav
 from test_server import Server
 from wyoming.client import AsyncClient
 from wyoming.info import Describe, Info
@@ -29,7 +29,7 @@ from wyoming_qwen3tts.client import synthesize
 from wyoming_qwen3tts.clone.cloner import CloneError, Cloner
 from wyoming_qwen3tts.config import ServerConfig, VoiceConfig, apply_overrides
 from wyoming_qwen3tts.convert.pipeline import convert
-from wyoming_qwen3tts.engine.audio import read_wav, to_int16
+from wyoming_qwen3tts.engine.audio import to_int16
 from wyoming_qwen3tts.engine.config import EngineConfig
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.runner import generate_codes

@@ -153,7 +153,9 @@ def eos_pair(checkpoint_factory, tmp_path_factory):
     ends with EOS after about 20 frames (the official model decides where)."""
     import shutil
 
-    from wyoming_qwen3tts.model.safetensors import SafetensorsFile, write_file
+    from tensor_files import write_safetensors
+
+    from wyoming_qwen3tts.model.safetensors import SafetensorsFile
 
     src = tmp_path_factory.mktemp("eos") / "ckpt"
     shutil.copytree(checkpoint_factory("tiny", "custom_voice", dtype="float32"), src)
@@ -161,7 +163,7 @@ def eos_pair(checkpoint_factory, tmp_path_factory):
     tensors = {n: np.array(f.raw(n)) for n in f.names()}
     del f
     tensors["talker.codec_head.weight"][2150] *= 2.5
-    write_file(src / "model.safetensors", tensors)
+    write_safetensors(src / "model.safetensors", tensors)
     out = convert(src, tmp_path_factory.mktemp("eos-ov") / "ov", weights="fp32")
     return OfficialCodes(src), LoadedModel(out, precision="f32", kv_precision="f32")
 

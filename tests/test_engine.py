@@ -110,8 +110,9 @@ def test_chunked_prefill_gives_the_same_codes(converted_factory):
 def test_embedding_graph_equals_numpy_for_every_track(checkpoint_factory, tmp_path):
     """The embedding graph (text track, codec track, speaker vector, reference frames) equals
     the numpy embedding that the prompt parity tests check against the official model."""
+    from prompt_embedder import PromptEmbedder
+
     from wyoming_qwen3tts.model.checkpoint import Checkpoint
-    from wyoming_qwen3tts.model.embed import PromptEmbedder
 
     src = checkpoint_factory("tiny-1.7b", "base", dtype="float32")
     model = LoadedModel(convert(src, tmp_path / "ov", weights="fp32"), precision="f32", kv_precision="f32")

@@ -11,8 +11,14 @@ from pathlib import Path
 import pytest
 
 from wyoming_qwen3tts.bench import llm_pace
-from wyoming_qwen3tts.bench.llm_pace import PACINGS, TEXTS, Measurement, Timeline, gap_list, llm_tokens, underruns
+from wyoming_qwen3tts.bench.llm_pace import PACINGS, TEXTS, Measurement, Timeline, gap_list, llm_tokens
 from wyoming_qwen3tts.bench.process import cpu_lock
+
+
+def underruns(arrivals: list[tuple[float, float]]) -> tuple[int, float]:
+    """(number of gaps, their total seconds) of gap_list(arrivals), as a Measurement counts them."""
+    gaps = gap_list(arrivals)
+    return len(gaps), sum(s for _, s in gaps)
 
 
 def test_underruns_on_synthetic_timings():

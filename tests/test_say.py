@@ -3,9 +3,9 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+from signals import read_wav
 
 from wyoming_qwen3tts.convert.pipeline import convert
-from wyoming_qwen3tts.engine.audio import read_wav
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.runner import ChunkSchedule, generate_codes
 from wyoming_qwen3tts.engine.sampling import SamplingParams

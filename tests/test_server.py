@@ -351,7 +351,8 @@ def test_oversized_or_malformed_events_close_only_that_connection(server):
 
 
 def test_the_cli_client_against_the_server(server, sentence_server, tmp_path):
-    from wyoming_qwen3tts.engine.audio import read_wav
+    from signals import read_wav
+
     from wyoming_qwen3tts.say import main as say
 
     out = tmp_path / "remote.wav"

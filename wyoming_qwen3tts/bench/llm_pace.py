@@ -139,12 +139,6 @@ def gap_list(arrivals: Sequence[tuple[float, float]]) -> list[tuple[float, float
     return gaps
 
 
-def underruns(arrivals: Sequence[tuple[float, float]]) -> tuple[int, float]:
-    """(number of gaps, their total seconds) of gap_list(arrivals)."""
-    gaps = gap_list(arrivals)
-    return len(gaps), sum(s for _, s in gaps)
-
-
 # --- the client ---------------------------------------------------------------------------
 
 

@@ -1,4 +1,4 @@
-"""PCM conversion and WAV files (standard library + numpy only)."""
+"""PCM conversion and WAV output (standard library + numpy only)."""
 from __future__ import annotations
 
 import wave
@@ -22,10 +22,3 @@ def write_wav(path: str | Path, pcm: np.ndarray, sample_rate: int = SAMPLE_RATE)
         f.setframerate(sample_rate)
         f.writeframes(to_int16(pcm).tobytes())
 
-
-def read_wav(path: str | Path) -> tuple[np.ndarray, int]:
-    """(int16 samples, sample rate) of a mono 16-bit WAV file."""
-    with wave.open(str(path), "rb") as f:
-        if f.getnchannels() != 1 or f.getsampwidth() != 2:
-            raise ValueError(f"{path}: expected mono 16-bit PCM")
-        return np.frombuffer(f.readframes(f.getnframes()), "<i2"), f.getframerate()

@@ -91,10 +91,6 @@ class StreamingCodec:
                                                       o.get_element_type().to_dtype())
                        for o in some.outputs if o.get_any_name().startswith(NEXT)}
 
-    def state_bytes(self) -> int:
-        """Bytes of one stream's state."""
-        return sum(int(np.prod(shape)) * np.dtype(dtype).itemsize for shape, dtype in self.layout.values())
-
     def _zeros(self) -> dict[str, np.ndarray]:
         return {name: np.zeros((1, *shape), dtype) for name, (shape, dtype) in self.layout.items()}
 

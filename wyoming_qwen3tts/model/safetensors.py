@@ -165,17 +165,3 @@ def write_streaming(
 def _write_array(f: BinaryIO, array: np.ndarray) -> None:
     f.write(np.ascontiguousarray(array).tobytes(order="C"))
 
-
-def write_file(path: str | Path, tensors: dict[str, np.ndarray], dtypes: dict[str, str] | None = None,
-               metadata: dict[str, str] | None = None) -> None:
-    """Write a small dict of arrays (tests, tiny files). dtypes: name -> "bfloat16"/"float16"/..."""
-    dtypes = dtypes or {}
-
-    def name_of(a: np.ndarray, n: str) -> str:
-        if n in dtypes:
-            return _NAMES.get(dtypes[n], dtypes[n])
-        return {np.dtype("float32"): "F32", np.dtype("float16"): "F16", np.dtype("int64"): "I64"}[a.dtype]
-
-    items = [(n, name_of(a, n), tuple(a.shape)) for n, a in tensors.items()]
-    write_streaming(path, items, lambda n: tensors[n], metadata)
-

@@ -241,10 +241,6 @@ class VoiceSpec:
         """"auto" plus every language that is not a dialect, as the official model lists them."""
         return ("auto",) + tuple(n for n in self.languages if "dialect" not in n)
 
-    @property
-    def dialects(self) -> tuple[str, ...]:
-        return tuple(n for n in self.languages if "dialect" in n)
-
     def speaker(self, name: str) -> Speaker:
         for s in self.speakers:
             if s.name == name.lower():

@@ -106,14 +106,8 @@ class TextTokenStream:
         self._unnormalized = ""  # plain text whose NFC may still change; starts an NFC segment
         self._normalized = ""  # final NFC text not yet in ids; starts at a pre-token boundary
         self._role = [tokenizer.token_to_id("<|im_start|>")]  # + the segment's first two ids
-        self._committed = 0
         self._finished = False
         self._advance(_SEGMENT_START, final=False)
-
-    @property
-    def committed(self) -> int:
-        """Number of text ids returned so far."""
-        return self._committed
 
     @property
     def role_ids(self) -> list[int] | None:
@@ -149,7 +143,6 @@ class TextTokenStream:
         role = min(3 - len(self._role), len(ids))
         self._role += ids[:role]
         ids = ids[role:]
-        self._committed += len(ids)
         return ids
 
     def _cut_added_tokens(self, piece: str, final: bool) -> list[str | int]:
