@@ -44,7 +44,7 @@ class Server:
 
     def __init__(self, service, slot: ServiceSlot | None = None) -> None:
         self.service = service
-        self.slot = slot or ServiceSlot(service=service)
+        self.slot = slot or ServiceSlot(service=service, settings=service.settings)
         self.port = free_port()
         self.uri = f"tcp://127.0.0.1:{self.port}"
         self.loop = asyncio.new_event_loop()

@@ -198,7 +198,7 @@ def test_describe_before_the_voice_list_is_known_gets_no_answer(server):
 
 
 def test_requests_while_stopping_end_with_shutting_down(server):
-    stopping = Server(server.service, ServiceSlot(service=server.service))
+    stopping = Server(server.service, ServiceSlot(service=server.service, settings=server.service.settings))
     stopping.slot.stopping = True
     try:
         both(stopping.port, {"text": "Too late.", "voice": {"name": "ryan"}}, "ShuttingDown")

@@ -10,7 +10,7 @@ from dataclasses import dataclass, field
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncClient
 from wyoming.error import Error
-from wyoming.event import Event, async_read_event, async_write_event
+from wyoming.event import Event, Eventable, async_read_event, async_write_event
 from wyoming.info import Describe, Info
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
@@ -102,7 +102,7 @@ def _with_voice(event: Event, voice: dict | None) -> Event:
     return event
 
 
-async def _read_reply(client: AsyncClient, reply: Reply, start: float, end: type) -> None:
+async def _read_reply(client: AsyncClient, reply: Reply, start: float, end: type[Eventable]) -> None:
     while True:
         event = await client.read_event()
         if event is None:

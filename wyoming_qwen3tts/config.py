@@ -306,7 +306,7 @@ def _typed(hint: Any, value: Any, where: str) -> Any:
         if not isinstance(value, (list, tuple)):
             raise ConfigError(f"{where}: expected a list, got {_shown(value)}")
         return tuple(_typed(args[0], item, f"{where}[{i}]") for i, item in enumerate(value))
-    if dataclasses.is_dataclass(hint):
+    if isinstance(hint, type) and dataclasses.is_dataclass(hint):
         return _build(hint, value, where)
     if hint is bool and isinstance(value, bool):
         return value

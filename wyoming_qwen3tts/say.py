@@ -25,9 +25,9 @@ from .model.prompt import VoiceRequest
 log = logging.getLogger("qwen3tts-say")
 
 
-def numbered(path: Path | None, index: int, count: int) -> Path | None:
+def numbered(path: Path, index: int, count: int) -> Path:
     """out.wav for one text; out-1.wav, out-2.wav, ... for several."""
-    if path is None or count == 1:
+    if count == 1:
         return path
     return path.with_name(f"{path.stem}-{index + 1}{path.suffix}")
 
@@ -159,7 +159,8 @@ def local(args: argparse.Namespace) -> int:
         except ValueError as e:  # bad voice, language, instruct or an oversized prompt
             log.error("%s", e)
             return 2
-        pcms, failed = [], 0
+        pcms: list[np.ndarray | None] = []
+        failed = 0
         for stream in streams:
             try:
                 pcms.append(stream.read_all())
@@ -169,19 +170,23 @@ def local(args: argparse.Namespace) -> int:
                 failed += 1
         metrics = engine.metrics()
     elapsed = time.perf_counter() - loaded
+    frames = 0
     for i, (stream, pcm) in enumerate(zip(streams, pcms)):
+        result = stream.result
+        assert result is not None  # read to its end above
+        frames += result.frames
         if pcm is None:
             continue
-        result = stream.result
+        codes = result.codes
+        assert codes is not None  # it was admitted: it has audio
         if args.offline:
-            pcm = model.decode_offline(result.codes, clone.ref_codes if clone else None)
+            pcm = model.decode_offline(codes, clone.ref_codes if clone else None)
         if args.save_codes:
-            np.save(numbered(args.save_codes, i, len(streams)), result.codes)
+            np.save(numbered(args.save_codes, i, len(streams)), codes)
         if args.output:
             write_wav(numbered(args.output, i, len(streams)), pcm, SAMPLE_RATE)
         log.info("text %d: %d frames (%.2f s of audio, stop: %s), first audio after %s", i + 1, result.frames,
                  pcm.size / SAMPLE_RATE, result.reason, "-" if result.ttfa_s is None else f"{result.ttfa_s:.3f} s")
-    frames = sum(s.result.frames for s in streams)
     log.info("%d texts, %d frames in %.2f s (+%.2f s load): %.1f frames/s aggregate, median step %.0f ms "
              "(real time = 12.5 frames/s per stream)", len(streams), frames, elapsed, loaded - start,
              frames / elapsed, metrics.step_ms)

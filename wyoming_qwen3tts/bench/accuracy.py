@@ -218,6 +218,7 @@ def run_talker_loop(model: LoadedModel, prompt: PromptEmbeds, frames: int,
             seq.pending = forced[seq.num_frames - 1][None]
         runner.step()
         if not seq.finished and seq.num_frames > len(inputs):
+            assert seq.pending is not None  # a running sequence has its next input
             inputs.append(seq.pending[0].copy())
     if seq.reason != "length" or seq.num_frames != frames:
         raise RuntimeError(f"the run ended after {seq.num_frames} frames ({seq.reason}), expected {frames}")
@@ -271,6 +272,8 @@ def subcode_logits(model: LoadedModel, hidden: np.ndarray, codes0: np.ndarray) -
 
 def decode(model: LoadedModel, codes: np.ndarray, case: Case) -> np.ndarray:
     """PCM of codes [N, 16] through the chunk graphs, in the engine's schedule."""
+    if model.streaming is None:
+        raise ValueError("the model was loaded without its codec chunk graphs")
     return model.streaming.decode_sequence(codes.T, case.chunk_sizes())
 
 

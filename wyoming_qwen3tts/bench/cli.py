@@ -14,6 +14,7 @@ import sys
 import time
 from datetime import datetime, timezone
 from pathlib import Path
+from typing import Any
 
 from ..convert.ops import WEIGHT_FORMATS
 from ..convert.pipeline import convert
@@ -131,7 +132,7 @@ def prepare_vox(args: argparse.Namespace, checkpoint: Path) -> tuple[Path, Path]
     return python, model
 
 
-def _model_facts(checkpoint: Path, converted: Path) -> dict[str, object]:
+def _model_facts(checkpoint: Path, converted: Path) -> dict[str, Any]:
     manifest = json.loads((converted / "manifest.json").read_text(encoding="utf-8"))
     return {"checkpoint": str(checkpoint), "converted": str(converted), "converted_created": manifest["created"],
             "converted_by": manifest["package_version"], "options": manifest["options"],

@@ -251,7 +251,7 @@ def summarize(measurements: list[Measurement], mode_names: list[str], pacings: l
                 ok = [m for m in runs if m.ok]
                 if not runs:
                     continue
-                ttfa = [m.ttfa_s for m in ok]
+                ttfa = [m.ttfa_s for m in ok if m.ttfa_s is not None]  # all of them: ok runs have audio
                 rows.append({
                     "mode": mode, "pacing": pacing, "text": text, "ok": len(ok), "runs": len(runs),
                     "ttfa_ms": _ms(_median(ttfa)), "ttfa_min_ms": _ms(min(ttfa, default=None)),
@@ -259,8 +259,9 @@ def summarize(measurements: list[Measurement], mode_names: list[str], pacings: l
                     "gaps": _median([m.gaps for m in ok]), "gaps_max": max((m.gaps for m in ok), default=None),
                     "gap_ms": _ms(_median([m.gap_s for m in ok])),
                     "longest_gap_ms": _ms(_median([max((g for _, g in m.gaps_at), default=0.0) for m in ok])),
-                    "total_s": _median([m.total_s for m in ok]), "audio_s": _median([m.audio_s for m in ok]),
-                    "text_s": _median([m.text_s for m in ok]), "played_s": _median([m.played_s for m in ok])})
+                    "total_s": _median([m.total_s for m in ok if m.total_s is not None]),
+                    "audio_s": _median([m.audio_s for m in ok]), "text_s": _median([m.text_s for m in ok]),
+                    "played_s": _median([m.played_s for m in ok if m.played_s is not None])})
     return rows
 
 

@@ -160,6 +160,7 @@ def timed_generate(wrapper: Any, text: str, speaker: str, language: str, frames:
     samples = len(wavs[0])
     if marks.frames != frames or samples != frames * model.speech_tokenizer.get_decode_upsample_rate():
         raise RuntimeError(f"official generation made {marks.frames} frames ({samples} samples), expected {frames}")
+    assert marks.first_frame is not None and marks.decode_begin is not None  # it made frames and decoded them
     return OfficialRun(frames=frames, ttff_s=marks.first_frame - marks.start,
                        generate_s=marks.decode_begin - marks.start, subcode_s=marks.subcode_s,
                        decode_s=marks.decode_s, total_s=end - marks.start)

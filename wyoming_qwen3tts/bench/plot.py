@@ -42,7 +42,8 @@ def plot(r: Report, path: Path) -> None:
     middle.boxplot([[t * 1e3 for t in level.ttfa_s] for level in levels], tick_labels=[str(n) for n in streams])
     for name, peer in ran.items():
         official = isinstance(peer, OfficialResult)
-        middle.axhline((peer.ttff_s if official else peer.ttfa_s).median * 1e3, color=COLOURS[name], ls="--", lw=1,
+        first = peer.ttff_s if isinstance(peer, OfficialResult) else peer.ttfa_s
+        middle.axhline(first.median * 1e3, color=COLOURS[name], ls="--", lw=1,
                        label=f"{labels[name]}: " + ("first frame (no audio yet)" if official else "first audio"))
     middle.set(xlabel="concurrent streams", ylabel="ms", title="Time to first audio (every request)")
     if ran:

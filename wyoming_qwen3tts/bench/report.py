@@ -256,10 +256,10 @@ def _compute(o: OursResult) -> str:
     return f"{o.setup.precision} (" + ", ".join(f"{g} {p}" for g, p in o.precisions.items()) + ")"
 
 
-def _peer_line(r: Report, name: str) -> str:
-    if name == "official":
-        return f"official: qwen-tts on PyTorch, {r.official.threads} threads"
-    return f"vox: vox-tts {r.vox.version} ({QUANT} .tmod), {r.vox.threads} threads"
+def _peer_line(peer: OfficialResult | VoxResult) -> str:
+    if isinstance(peer, OfficialResult):
+        return f"official: qwen-tts on PyTorch, {peer.threads} threads"
+    return f"vox: vox-tts {peer.version} ({QUANT} .tmod), {peer.threads} threads"
 
 
 def markdown(r: Report) -> str:
@@ -276,7 +276,7 @@ def markdown(r: Report) -> str:
               f"{_compute(o)} compute, {o.setup.kv_precision} KV cache, codec chunks "
               f"{o.setup.first_chunk} then {o.setup.steady_chunk}, threads {o.setup.threads or m['cores']}; "
               f"load {o.load_s:.1f} s",
-              "- Peers: " + ("; ".join(_peer_line(r, name) for name in peers(r)) or "none (--peers none)"),
+              "- Peers: " + ("; ".join(_peer_line(peer) for peer in peers(r).values()) or "none (--peers none)"),
               f"- Command: `{r.command}` ({r.wall_s / 60:.1f} min); while it measured, other processes used "
               f"{r.other_cpu_share:.1%} of the CPU and other virtual machines took {r.steal_share:.1%} (steal)", ""]
     return "\n".join(header + _one_stream(r) + _levels(r) + _memory(r) + _limit(r) + _costs(r))

@@ -146,13 +146,17 @@ def _one_run(engine: Scheduler, voice: VoiceRequest, work: Workload, streams: in
         handle.read_all()
     wall = time.perf_counter() - start
     after = _settled(engine, before.requests_done + streams)
-    results = [h.result for h in handles]
-    for r in results:
+    ttfa, rtf = [], []
+    for handle in handles:
+        r = handle.result
+        assert r is not None  # every stream was read to its end
         if r.frames != work.frames or r.reason != "length":
             raise RuntimeError(f"a request ended with {r.frames} frames ({r.reason}); expected exactly "
                                f"{work.frames}: EOS must be held off and the frame cap must not cut it")
-    return _Run(wall, [r.ttfa_s for r in results], [r.total_s / (r.samples / SAMPLE_RATE) for r in results],
-                _delta(after.times, before.times), streams * work.frames, blocks)
+        assert r.ttfa_s is not None  # it made frames, so it had audio
+        ttfa.append(r.ttfa_s)
+        rtf.append(r.total_s / (r.samples / SAMPLE_RATE))
+    return _Run(wall, ttfa, rtf, _delta(after.times, before.times), streams * work.frames, blocks)
 
 
 def _level(engine: Scheduler, voice: VoiceRequest, work: Workload, streams: int) -> LevelResult:
@@ -191,8 +195,10 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
         loaded = rss_mb()
         warm_up = Workload(work.text, work.speaker, work.language, min(work.frames, setup.steady_chunk + 2), 1)
         _one_run(engine, voice, warm_up, 1, seed=1)  # first inferences allocate and pick kernels
-        memory = [(stage, anon / 1024, file / 1024) for stage, anon, file in getattr(engine.runner, "load_memory", [])]
-        memory.append(("warm-up", *(kb / 1024 for kb in resident_kb())))
+        memory: list[tuple[str, float, float]] = [
+            (stage, anon / 1024, file / 1024) for stage, anon, file in getattr(engine.runner, "load_memory", [])]
+        anon_kb, file_kb = resident_kb()
+        memory.append(("warm-up", anon_kb / 1024, file_kb / 1024))
         results = [_level(engine, voice, work, n) for n in levels]
         metrics = engine.metrics()
     return OursResult(str(model_dir), setup, load_s, loaded, dict(model.precisions), len(model.prompt(voice)),

@@ -105,10 +105,10 @@ def plan(requests: int, seed: int, voices: list[str], max_text_chars: int,
     for k in sorted(exact, key=lambda k: exact[k] - counts[k], reverse=True)[:requests - sum(counts.values())]:
         counts[k] += 1
     rng = random.Random(seed)
-    kinds = [k for k, n in counts.items() for _ in range(n)]
-    rng.shuffle(kinds)
+    order = [k for k, n in counts.items() for _ in range(n)]
+    rng.shuffle(order)
     specs = []
-    for i, kind in enumerate(kinds):
+    for i, kind in enumerate(order):
         sentences = rng.sample(SENTENCES, {"oneshot": rng.randint(1, 2), "pipelined": 1, "cancel": 3}.get(kind, 2))
         text = " ".join(sentences)
         if kind == "empty":

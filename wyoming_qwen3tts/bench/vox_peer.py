@@ -17,6 +17,7 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from .scenarios import Workload
 from .stats import Spread
@@ -38,7 +39,7 @@ class VoxError(RuntimeError):
     """The vox side could not be installed, built or run."""
 
 
-def _run(cmd: list[str], what: str, **kwargs: object) -> subprocess.CompletedProcess:
+def _run(cmd: list[str], what: str, **kwargs: Any) -> subprocess.CompletedProcess[str]:
     """cmd, its stderr passed through (progress, errors); fails with `what` named."""
     result = subprocess.run(cmd, stdout=subprocess.PIPE, text=True, **kwargs)
     if result.returncode != 0:

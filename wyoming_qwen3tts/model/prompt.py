@@ -174,11 +174,12 @@ def build_open_prompt(spec: ModelSpec, tokenizer: TextTokenizer, req: VoiceReque
     instruct = _instruct(spec, req)
     icl = spec.model_type == "base" and req.ref_codes is not None
     ref_codes = _ref_codes(spec, req) if icl else None
+    ref_frames = 0 if ref_codes is None else len(ref_codes)
     ref_ids = tokenizer.encode(ref_text_string(_ref_text(req)))[3:-2] if icl else []
     non_streaming = req.non_streaming if req.non_streaming is not None else spec.model_type != "base"
     if closed and not text:
         raise PromptError("nothing to say: the text is empty")
-    if not closed and (non_streaming or not text or (icl and len(ref_ids) + len(text) < 1 + len(ref_codes))):
+    if not closed and (non_streaming or not text or (icl and len(ref_ids) + len(text) < 1 + ref_frames)):
         return None
     prefix = [c.nothink, c.think_bos, c.think_eos] if lang_id is None else [c.think, c.think_bos, lang_id, c.think_eos]
     prefix += speaker + [c.pad, c.bos]
@@ -193,7 +194,7 @@ def build_open_prompt(spec: ModelSpec, tokenizer: TextTokenizer, req: VoiceReque
     prefix_len = len(tracks.text)  # the next position carries text (or the reference transcript)
 
     if icl:
-        trailing = _icl_tail(spec, ref_ids + text + end, len(ref_codes), non_streaming, closed, tracks)
+        trailing = _icl_tail(spec, ref_ids + text + end, ref_frames, non_streaming, closed, tracks)
     elif non_streaming:
         tracks.add(text + end, [c.pad] * (len(text) + 1))
         tracks.add([t.tts_pad], [c.bos])

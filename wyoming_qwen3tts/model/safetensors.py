@@ -78,8 +78,8 @@ class SafetensorsFile:
         self._data_start = 8 + n
         size = self.path.stat().st_size
         self._entries: dict[str, tuple[str, tuple[int, ...], int, int]] = {}
-        for name, e in header.items():
-            dtype, shape, (begin, end) = e["dtype"], tuple(int(s) for s in e["shape"]), e["data_offsets"]
+        for name, entry in header.items():
+            dtype, shape, (begin, end) = entry["dtype"], tuple(int(s) for s in entry["shape"]), entry["data_offsets"]
             if dtype not in _STORAGE:
                 raise SafetensorsError(f"{self.path}: tensor {name} has unsupported dtype {dtype}")
             nbytes = int(np.prod(shape, dtype=np.int64)) * _STORAGE[dtype].itemsize

@@ -148,7 +148,8 @@ class TextTokenStream:
     def _cut_added_tokens(self, piece: str, final: bool) -> list[str | int]:
         """Plain text and added-token ids, leftmost-longest as `encode` matches them; a tail that
         could still become (or grow into a longer) added token stays in `_raw` unless `final`."""
-        text, parts, start, pos = self._raw + piece, [], 0, 0
+        text, start, pos = self._raw + piece, 0, 0
+        parts: list[str | int] = []
         while pos < len(text):
             if text[pos] not in self._added_starts:
                 pos += 1

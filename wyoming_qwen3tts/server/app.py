@@ -83,21 +83,23 @@ def in_daemon_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     loop = asyncio.get_running_loop()
     future: asyncio.Future[T] = loop.create_future()
 
-    def settle(result: T | None, error: BaseException | None) -> None:
-        if future.done():
-            return
-        if error is not None:
-            future.set_exception(error)
-        else:
+    def succeed(result: T) -> None:
+        if not future.done():
             future.set_result(result)
+
+    def fail(error: BaseException) -> None:
+        if not future.done():
+            future.set_exception(error)
 
     def run() -> None:
         try:
-            result, error = fn(*args), None
+            result = fn(*args)
         except BaseException as e:
-            result, error = None, e
+            with contextlib.suppress(RuntimeError):  # the loop is closed: the server stopped meanwhile
+                loop.call_soon_threadsafe(fail, e)
+            return
         try:
-            loop.call_soon_threadsafe(settle, result, error)
+            loop.call_soon_threadsafe(succeed, result)
         except RuntimeError:  # the loop is closed: the server stopped meanwhile
             if isinstance(result, Service):
                 result.engine.close()
@@ -111,9 +113,14 @@ def stop_signal() -> asyncio.Future[str]:
     """Resolves with the name of the first SIGTERM or SIGINT."""
     loop = asyncio.get_running_loop()
     stopped: asyncio.Future[str] = loop.create_future()
+
+    def stop(name: str) -> None:
+        if not stopped.done():
+            stopped.set_result(name)
+
     for sig in (signal.SIGTERM, signal.SIGINT):
         with contextlib.suppress(NotImplementedError, RuntimeError):
-            loop.add_signal_handler(sig, lambda name=sig.name: stopped.done() or stopped.set_result(name))
+            loop.add_signal_handler(sig, stop, sig.name)
     return stopped
 
 
@@ -126,19 +133,21 @@ async def serve(config: ServerConfig) -> None:
     start, uri = time.monotonic(), config.server.uri
     slot = ServiceSlot(settings=config.server)
     if uri.startswith("stdio://"):  # our own read loop: bounded reads, and the end of input
-        slot.load(await asyncio.to_thread(build_service, config))  # finishes replies
+        service = await asyncio.to_thread(build_service, config)
+        slot.load(service)  # finishes replies
         try:
             await TtsHandler(slot, await async_get_stdin(), await async_get_stdout()).run()
         finally:
-            await asyncio.to_thread(slot.service.engine.close)
+            await asyncio.to_thread(service.engine.close)
         return
     stopped = stop_signal()
     server = AsyncServer.from_uri(uri)
     await server.start(partial(TtsHandler, slot))
     log.info("listening on %s", uri)
     try:
-        steps = [("reading the voice list", preview_catalogue, slot.publish),
-                 ("loading the model", build_service, slot.load)]
+        steps: list[tuple[str, Callable[[ServerConfig], Any], Callable[[Any], None]]] = [
+            ("reading the voice list", preview_catalogue, slot.publish),
+            ("loading the model", build_service, slot.load)]
         for doing, step, take in steps:
             work = in_daemon_thread(step, config)
             await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)

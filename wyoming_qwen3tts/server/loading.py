@@ -130,6 +130,7 @@ def prepare_clone(cloner: Cloner, engine: Scheduler, params: SamplingParams, voi
     from their cache), and an in-context clone's first words, which prime the decoder state
     the runner keeps for it. Any failure is a CloneError: the catalogue skips the voice."""
     where = f"voice {voice.name!r}"
+    assert voice.ref_audio is not None  # the catalogue clones only the voices with a recording
     prompt = cloner.prompt(voice.ref_audio, voice.ref_text, voice.x_vector_only, where=where)
     if prompt.ref_codes is not None:
         try:

@@ -40,7 +40,7 @@ class ServiceSlot:
 
     info: Info | None = None
     service: Service | None = None
-    settings: ServerSettings | None = None  # None: the service's, else the defaults
+    settings: ServerSettings = field(default_factory=ServerSettings)  # the server's (a service's are its own)
     catalogue: Catalogue | None = None  # the voice list; a preview (clones not yet encoded) until loaded
     stopping: bool = False  # SIGTERM/SIGINT: no new work
     active: set[Speech] = field(default_factory=set)  # responses accepted and not yet ended
@@ -48,8 +48,6 @@ class ServiceSlot:
     _ids: itertools.count = field(default_factory=lambda: itertools.count(1))
 
     def __post_init__(self) -> None:
-        if self.settings is None:
-            self.settings = self.service.settings if self.service is not None else ServerSettings()
         self.profile.enabled = self.settings.profile
         if self.service is not None:
             self.load(self.service)

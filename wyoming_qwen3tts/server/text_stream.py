@@ -141,7 +141,12 @@ def _open_links(text: str) -> list[int]:
     while start >= 0:
         link = _LINK.match(text, start)
         # decided by its closing ")", else by the first character that breaks it (if one came)
-        decided = link.end() if link else _LINK_START.match(text, start).end() + 1
+        if link:
+            decided = link.end()
+        else:
+            opened = _LINK_START.match(text, start)
+            assert opened  # it matches the "[" at `start` alone
+            decided = opened.end() + 1
         edges[start + 1] += 1
         edges[min(decided, len(text) + 1)] -= 1
         start = text.find("[", link.end() if link else start + 1)

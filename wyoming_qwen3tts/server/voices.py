@@ -181,6 +181,7 @@ class Catalogue:
 
     def _speaker_entry(self, speaker: Speaker) -> VoiceEntry:
         native = _native_language(speaker)
+        label: str | None
         if speaker.dialect:
             label = f"{speaker.dialect.removesuffix('_dialect').replace('_', ' ').title()} Chinese"
         else:
