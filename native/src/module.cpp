@@ -114,9 +114,10 @@ PYBIND11_MODULE(_native, m) {
       .def_readwrite("offline", &RunnerConfig::offline)
       .def_readwrite("prefill_chunk", &RunnerConfig::prefill_chunk)
       .def_readwrite("prefix_cache", &RunnerConfig::prefix_cache)
-      .def_readwrite("max_positions", &RunnerConfig::max_positions)
       .def_readwrite("eos", &RunnerConfig::eos)
-      .def_readwrite("vocab_size", &RunnerConfig::vocab_size)
+      .def_readwrite("suppress_from", &RunnerConfig::suppress_from)
+      .def_readwrite("prefix_entries", &RunnerConfig::prefix_entries)
+      .def_readwrite("primed_states", &RunnerConfig::primed_states)
       .def_readwrite("groups", &RunnerConfig::groups)
       .def_readwrite("tts_pad", &RunnerConfig::tts_pad);
 
@@ -135,8 +136,6 @@ PYBIND11_MODULE(_native, m) {
           marks.append(py::make_tuple(mark.stage, mark.resident.anon_kb, mark.resident.file_kb));
         return marks;
       })
-      .def("frame_budget", &Runner::frame_budget)
-      .def("can_admit", &Runner::can_admit)
       .def(
           "add",
           [](Runner& r, py::array_t<float, py::array::c_style | py::array::forcecast> prefill,

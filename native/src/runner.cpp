@@ -163,7 +163,8 @@ void Runner::compile_talker() {
 
   int64_t blocks = config_.kv_blocks > 0 ? config_.kv_blocks
                                          : std::max<int64_t>(1, config_.kv_cache_bytes / kv_block_bytes_);
-  pool_ = std::make_unique<BlockPool>(static_cast<int>(blocks), static_cast<int>(block_size));
+  pool_ = std::make_unique<BlockPool>(static_cast<int>(blocks), static_cast<int>(block_size),
+                                      static_cast<int>(config_.prefix_entries));
   set_cache(blocks);  // allocated, not touched: a block becomes resident when a sequence first writes it
 }
 
@@ -184,18 +185,6 @@ void Runner::compile_subcode() {
   irs_.push_back(std::move(ir));
 }
 
-int64_t Runner::frame_budget(int64_t prompt_tokens, int64_t max_frames) const {
-  int64_t limit = std::min(capacity_tokens(), config_.max_positions);
-  if (prompt_tokens + 1 > limit)
-    throw std::invalid_argument("prompt of " + std::to_string(prompt_tokens) + " tokens does not fit the KV cache (" +
-                                std::to_string(limit) + " tokens)");
-  return std::max<int64_t>(0, std::min(max_frames, limit - prompt_tokens));
-}
-
-bool Runner::can_admit(int64_t prompt_tokens, int64_t max_frames) const {
-  return pool_->can_reserve(prompt_tokens + frame_budget(prompt_tokens, max_frames));
-}
-
 std::shared_ptr<Sequence> Runner::add(std::vector<float> prefill, std::vector<float> trailing, int64_t hidden,
                                       const SamplingParams& params, std::vector<double> uniforms, int64_t max_frames,
                                       const std::vector<int64_t>& codec_prefix, bool text_open,
@@ -204,7 +193,8 @@ std::shared_ptr<Sequence> Runner::add(std::vector<float> prefill, std::vector<fl
   if (closed_) throw std::runtime_error("the runner is closed");
   if (hidden != hidden_) throw std::invalid_argument("embedding width does not match the talker");
   int64_t length = static_cast<int64_t>(prefill.size()) / hidden;
-  int64_t frames = frame_budget(length, max_frames);
+  const int64_t frames = max_frames;  // the caller's budget (engine/runner.py frame_budget)
+  if (frames < 0) throw std::invalid_argument("max_frames must be >= 0");
   if (static_cast<int64_t>(uniforms.size()) < frames * config_.groups)
     throw std::invalid_argument("need 16 uniforms per frame");
   auto seq = std::make_shared<Sequence>();
@@ -278,7 +268,7 @@ bool Runner::extend(const std::shared_ptr<Sequence>& seq, const std::vector<floa
   if (s.finished) return true;
   if (!s.text_open) throw std::invalid_argument("sequence " + std::to_string(s.id) + " has no open text");
   if (rows.size() % hidden_ != 0) throw std::invalid_argument("trailing rows must be [rows, hidden]");
-  const int64_t frames = std::max(s.max_frames, frame_budget(s.prompt_tokens, max_frames));
+  const int64_t frames = std::max(s.max_frames, max_frames);
   const size_t draws = static_cast<size_t>((frames - s.max_frames) * s.groups);
   if (uniforms.size() < draws) throw std::invalid_argument("need 16 uniforms per added frame");
   try {
@@ -323,7 +313,7 @@ CodecState Runner::primed(const std::vector<int64_t>& prefix) {
   CodecState state = codec_->prime(prefix);
   times_.codec_s += seconds_since(begin);  // the reference's decoding counts as codec time, as in Python
   primed_.emplace_front(prefix, state);
-  if (primed_.size() > kPrimedStates) primed_.pop_back();
+  if (primed_.size() > static_cast<size_t>(config_.primed_states)) primed_.pop_back();
   return state;
 }
 
@@ -431,7 +421,7 @@ std::vector<size_t> Runner::sample_code0(const std::vector<Sequence*>& sampled, 
     for (int64_t f = 0; f < s.num_frames(); ++f) history.push_back(s.frames[f * s.groups]);
     std::vector<float> z(logits.begin() + row * vocab, logits.begin() + (row + 1) * vocab);
     process_talker_logits(z, history, s.num_frames(), static_cast<float>(p.repetition_penalty), config_.eos,
-                          config_.vocab_size, p.min_frames);
+                          config_.suppress_from, p.min_frames);
     double uniform = s.uniforms[s.num_frames() * s.groups];
     int64_t code = p.do_sample ? sample_row(z, p.temperature, p.top_k, p.top_p, uniform) : argmax(z);
     if (code == config_.eos) {

@@ -9,7 +9,7 @@
 namespace qwen3tts {
 
 void process_talker_logits(std::vector<float>& z, const std::vector<int64_t>& generated, int64_t step, float penalty,
-                           int64_t eos, int64_t vocab_size, int64_t min_frames) {
+                           int64_t eos, int64_t suppress_from, int64_t min_frames) {
   const float inf = std::numeric_limits<float>::infinity();
   if (penalty != 1.0f && !generated.empty()) {
     for (int64_t id : std::set<int64_t>(generated.begin(), generated.end())) {
@@ -19,7 +19,7 @@ void process_talker_logits(std::vector<float>& z, const std::vector<int64_t>& ge
   }
   if (step < min_frames) z[eos] = -inf;
   float keep_eos = z[eos];
-  for (int64_t i = vocab_size - 1024; i < static_cast<int64_t>(z.size()); ++i) z[i] = -inf;
+  for (int64_t i = suppress_from; i < static_cast<int64_t>(z.size()); ++i) z[i] = -inf;
   z[eos] = keep_eos;
 }
 

@@ -10,10 +10,20 @@ from __future__ import annotations
 
 import numpy as np
 
+from .blocks import PREFIX_ENTRIES
 from .config import EngineConfig
 from .loaded_model import LoadedModel
-from .runner import SUBCODE_STEPS, ChunkSchedule, Draws, StepTimes, prefix_cache_supported
-from .sampling import SamplingParams
+from .runner import (
+    PRIMED_STATES,
+    SUBCODE_STEPS,
+    ChunkSchedule,
+    Draws,
+    StepTimes,
+    can_admit,
+    frame_budget,
+    prefix_cache_supported,
+)
+from .sampling import SamplingParams, suppress_from
 
 try:
     from .. import _native
@@ -50,8 +60,8 @@ class NativeRunner:
         c.first_chunk, c.steady_chunk, c.offline = schedule.first, schedule.steady, schedule.offline
         c.prefill_chunk = config.prefill_chunk
         c.prefix_cache = config.prefix_cache and prefix_cache_supported(model.devices["talker"])
-        c.max_positions = spec.talker.stack.max_position_embeddings
-        c.eos, c.vocab_size, c.groups = spec.codec_ids.eos, spec.talker.vocab_size, SUBCODE_STEPS + 1
+        c.eos, c.suppress_from, c.groups = spec.codec_ids.eos, suppress_from(spec.talker.vocab_size), SUBCODE_STEPS + 1
+        c.prefix_entries, c.primed_states = PREFIX_ENTRIES, PRIMED_STATES
         c.tts_pad = model.tts_pad.astype(np.float32)
         self._runner = _native.Runner(c)
         self.model, self.schedule = model, schedule
@@ -88,10 +98,10 @@ class NativeRunner:
         return StepTimes(t.steps, t.talker_s, t.subcode_s, t.codec_s, t.host_s)
 
     def frame_budget(self, prompt_tokens: int, max_frames: int) -> int:
-        return self._runner.frame_budget(prompt_tokens, max_frames)
+        return frame_budget(self, prompt_tokens, max_frames)
 
     def can_admit(self, prompt_tokens: int, max_frames: int) -> bool:
-        return self._runner.can_admit(prompt_tokens, max_frames)
+        return can_admit(self, prompt_tokens, max_frames)
 
     @property
     def prefix_cache(self) -> bool:

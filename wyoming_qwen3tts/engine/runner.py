@@ -23,6 +23,7 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 import openvino as ov
@@ -33,10 +34,27 @@ from .codec_stream import CodecStream
 from .loaded_model import LoadedModel
 from .sampling import SamplingParams, process_talker_logits, sample_row
 
+if TYPE_CHECKING:
+    from .native import NativeRunner
+
 log = logging.getLogger(__name__)
 
 SUBCODE_STEPS = 15
 PRIMED_STATES = 32  # decoder states primed with reference codes (in-context clones), ≈5 MB each at full size
+
+
+def frame_budget(runner: Runner | NativeRunner, prompt_tokens: int, max_frames: int) -> int:
+    """Frames a sequence may generate, for either runner: its cap, cut to what the cache can
+    ever hold. Raises ValueError when the prompt alone can never fit."""
+    limit = min(runner.capacity_tokens, runner.model.spec.talker.stack.max_position_embeddings)
+    if prompt_tokens + 1 > limit:
+        raise ValueError(f"prompt of {prompt_tokens} tokens does not fit the KV cache ({limit} tokens)")
+    return max(0, min(max_frames, limit - prompt_tokens))
+
+
+def can_admit(runner: Runner | NativeRunner, prompt_tokens: int, max_frames: int) -> bool:
+    """Whether the runner's pool can reserve this sequence's worst case now."""
+    return runner.pool.can_reserve(prompt_tokens + frame_budget(runner, prompt_tokens, max_frames))
 
 
 @dataclass(frozen=True)
@@ -175,16 +193,10 @@ class Runner:
         return self.pool.num_blocks * self.pool.block_size
 
     def frame_budget(self, prompt_tokens: int, max_frames: int) -> int:
-        """Frames a sequence may generate: its cap, cut to what the cache can ever hold.
-        Raises ValueError when the prompt alone can never fit."""
-        limit = min(self.capacity_tokens, self.model.spec.talker.stack.max_position_embeddings)
-        if prompt_tokens + 1 > limit:
-            raise ValueError(f"prompt of {prompt_tokens} tokens does not fit the KV cache ({limit} tokens)")
-        return max(0, min(max_frames, limit - prompt_tokens))
+        return frame_budget(self, prompt_tokens, max_frames)
 
     def can_admit(self, prompt_tokens: int, max_frames: int) -> bool:
-        """Whether the pool can reserve this sequence's worst case now."""
-        return self.pool.can_reserve(prompt_tokens + self.frame_budget(prompt_tokens, max_frames))
+        return can_admit(self, prompt_tokens, max_frames)
 
     def add(self, embeds: PromptEmbeds, params: SamplingParams, max_frames: int | None = None,
             text_open: bool = False, prefix_len: int = 0) -> Sequence:

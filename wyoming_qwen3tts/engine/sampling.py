@@ -18,6 +18,7 @@ import numpy as np
 from ..model.spec import GenerationDefaults
 
 MIN_NEW_TOKENS = 2
+SUPPRESSED_IDS = 1024  # the talker vocabulary's last ids, never drawn but EOS (docs/MODEL.md §6)
 
 
 @dataclass(frozen=True)
@@ -55,6 +56,11 @@ class SamplingParams(GenerationDefaults):
             raise ValueError("max_new_tokens must be >= 1")
 
 
+def suppress_from(vocab_size: int) -> int:
+    """The first talker id that is never drawn (but EOS)."""
+    return vocab_size - SUPPRESSED_IDS
+
+
 def process_talker_logits(logits: np.ndarray, generated: np.ndarray, step: int, penalty: float,
                           eos: int, vocab_size: int, min_frames: int = MIN_NEW_TOKENS) -> np.ndarray:
     """Penalty → EOS masking → suppression, on a copy of one row of talker logits [V]."""
@@ -66,7 +72,7 @@ def process_talker_logits(logits: np.ndarray, generated: np.ndarray, step: int, 
     if step < min_frames:
         z[eos] = -np.inf
     keep_eos = z[eos]
-    z[vocab_size - 1024:] = -np.inf
+    z[suppress_from(vocab_size):] = -np.inf
     z[eos] = keep_eos
     return z
 

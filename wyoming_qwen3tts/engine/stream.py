@@ -81,7 +81,7 @@ class AudioStream:
         with self._lock:
             if self._abandoned:
                 return
-            if self._async is None:
+            if self._async is None or self._loop is None:  # (both are set by __aiter__)
                 self._items.append(item)
                 self._ready.notify_all()
                 return
@@ -150,6 +150,8 @@ class AudioStream:
         return self
 
     async def __anext__(self) -> AudioChunk:
+        if self._async is None:
+            raise RuntimeError("read this stream with async for")
         item = await self._async.get()
         try:
             return self._deliver(item)

@@ -14,9 +14,7 @@ namespace qwen3tts {
 
 class BlockPool {
  public:
-  static constexpr int kPrefixEntries = 16;  // as PREFIX_ENTRIES in engine/blocks.py
-
-  BlockPool(int num_blocks, int block_size, int prefix_entries = kPrefixEntries);
+  BlockPool(int num_blocks, int block_size, int prefix_entries);
 
   int num_blocks() const { return num_blocks_; }
   int block_size() const { return block_size_; }

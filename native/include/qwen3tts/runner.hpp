@@ -38,8 +38,9 @@ struct RunnerConfig {
   bool offline = false;                               // decode nothing while generating
   int64_t prefill_chunk = 256;
   bool prefix_cache = false;                          // keep the KV of voice prefixes (engine/runner.py)
-  int64_t max_positions = 0;
-  int64_t eos = 0, vocab_size = 0, groups = 16;
+  int64_t eos = 0, suppress_from = 0, groups = 16;  // talker ids >= suppress_from are never drawn, but EOS
+  int64_t prefix_entries = 0;                         // voice prefixes the pool keeps pinned
+  int64_t primed_states = 0;                          // decoder states primed with reference codes kept
   std::vector<float> tts_pad;                         // [hidden] text embedding after the text runs out
 };
 
@@ -69,10 +70,8 @@ class Runner {
   // Resident memory before loading and after each graph was compiled, run once and released.
   const std::vector<MemoryMark>& load_memory() const { return load_memory_; }
 
-  // Frames a sequence may generate: its cap, cut to what the cache can ever hold; throws
-  // std::invalid_argument when the prompt alone can never fit.
-  int64_t frame_budget(int64_t prompt_tokens, int64_t max_frames) const;
-  bool can_admit(int64_t prompt_tokens, int64_t max_frames) const;
+  // A new sequence that may make max_frames frames (the caller's budget, engine/runner.py
+  // frame_budget; its prompt plus those frames are reserved in the pool).
   // prefill [rows × hidden], trailing [rows × hidden], uniforms [≥ frames × 16];
   // codec_prefix: reference codes [R × 16] the stream's decoder hears first (in-context
   // cloning), or empty. text_open: the trailing text grows through extend() until closed.
@@ -147,7 +146,6 @@ class Runner {
   StepTimes times_;
   std::vector<MemoryMark> load_memory_;
   std::list<std::pair<std::vector<int64_t>, CodecState>> primed_;  // most recent first
-  static constexpr size_t kPrimedStates = 32;  // as PRIMED_STATES in engine/runner.py
   std::mutex mutex_;  // add(), step() and close(): the graphs never go while in use
   std::atomic<bool> closed_{false};
 };

@@ -23,7 +23,7 @@ struct SamplingParams {
 // Penalty over the group-0 codes generated so far -> EOS masked before `min_frames` ->
 // control ids suppressed except EOS; in place, in float32 like numpy.
 void process_talker_logits(std::vector<float>& z, const std::vector<int64_t>& generated, int64_t step, float penalty,
-                           int64_t eos, int64_t vocab_size, int64_t min_frames);
+                           int64_t eos, int64_t suppress_from, int64_t min_frames);
 
 // Temperature -> top-k (ties kept) -> top-p -> inverse-CDF draw, in float64 with numpy's
 // summation order (pairwise sums, sequential cumulative sums).
