@@ -3,42 +3,66 @@ Speech._play): the buffer it asks for, and what a response writes when."""
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 
 import numpy as np
 import pytest
 
 from wyoming_qwen3tts.engine.stream import AudioChunk, AudioStream, StreamResult
-from wyoming_qwen3tts.server.holdback import FRAME_S, FRAMES_PER_TOKEN, Holdback
+from wyoming_qwen3tts.server.holdback import FRAME_S, FRAMES_PER_TOKEN, MEASURED_FRAMES, Holdback
 from wyoming_qwen3tts.server.speech import Speech, Synth
 
 FRAME = 1920
 
 
-def test_no_hold_when_faster_than_real_time_or_disabled():
-    assert Holdback(1.0).buffer_s(frames=20, elapsed_s=1.0, tokens=10) == 0.0  # 20 frames/s
-    assert Holdback(0.0).buffer_s(frames=5, elapsed_s=1.0, tokens=10) == 0.0
-    assert Holdback(1.0).buffer_s(frames=0, elapsed_s=1.0, tokens=10) == 0.0  # nothing measured yet
+def dry_frames(wait: float, made: int, held: int, total: int, rate: float, chunk: int) -> list[int]:
+    """Frames that would play before they arrive, simulated frame by frame: playback starts
+    `wait` s from now with frames 0..held-1 in hand, frame j at wait + j * FRAME_S; frame f > made is made at (f - made) / rate
+    and arrives with the last frame of its chunk (chunks of `chunk` frames after `held`)."""
+    dry = []
+    for j in range(held, total):
+        end = min(held + ((j - held) // chunk + 1) * chunk, total)
+        if wait + j * FRAME_S < max(0, end - made) / rate - 1e-9:
+            dry.append(j)
+    return dry
 
 
-def test_the_buffer_covers_the_predicted_shortfall_up_to_the_bound():
-    # 10 frames/s for 10 tokens: 35 frames expected, 25 to come; playing them takes 2.0 s,
-    # making them 2.5 s, so 0.5 s must be buffered first
-    rate, tokens, frames = 10.0, 10, 10
-    remaining = FRAMES_PER_TOKEN * tokens - frames
-    expected = remaining / rate - remaining * FRAME_S
-    assert Holdback(5.0).buffer_s(frames, frames / rate, tokens) == pytest.approx(expected)
-    assert Holdback(0.3).buffer_s(frames, frames / rate, tokens) == 0.3
-    assert Holdback(5.0).buffer_s(40, 4.0, tokens) == 0.0  # all expected frames made
+def test_no_hold_when_disabled_and_none_until_the_rate_is_measured():
+    assert Holdback(0.0).wait_s(made=5, since_first_s=1.0, held=1, tokens=10, chunk=8) == 0.0
+    assert Holdback(1.0).wait_s(made=1 + MEASURED_FRAMES - 1, since_first_s=0.1, held=1, tokens=10, chunk=1) is None
+    assert Holdback(1.0).wait_s(made=1 + MEASURED_FRAMES, since_first_s=0.0, held=1, tokens=10, chunk=1) is None
+    assert Holdback(1.0).wait_s(made=1 + MEASURED_FRAMES, since_first_s=0.1, held=1, tokens=10, chunk=1) is not None
+
+
+@pytest.mark.parametrize("rate", [8.0, 12.5, 20.0, 60.0])
+@pytest.mark.parametrize("chunk", [1, 4, 8])
+@pytest.mark.parametrize("made,held", [(3, 1), (6, 1), (9, 9)])
+def test_the_wait_is_the_shortest_that_never_runs_dry(rate, chunk, made, held):
+    tokens = 10
+    total = math.ceil(FRAMES_PER_TOKEN * tokens)
+    wait = Holdback(100.0).wait_s(made, (made - 1) / rate, held, tokens, chunk)
+    assert wait is not None and wait >= 0
+    assert dry_frames(wait, made, held, total, rate, chunk) == []
+    if wait > 0:
+        assert dry_frames(wait - 0.01, made, held, total, rate, chunk) != []
+
+
+def test_faster_than_real_time_frame_by_frame_needs_no_wait_but_chunks_do():
+    assert Holdback(1.0).wait_s(made=4, since_first_s=0.15, held=4, tokens=10, chunk=1) == 0.0  # 20 frames/s
+    # the same pace with 8-frame chunks: the second chunk comes 8 frames after the first
+    assert Holdback(1.0).wait_s(made=4, since_first_s=0.15, held=1, tokens=10, chunk=8) == pytest.approx(
+        (9 - 4) / 20 - FRAME_S)
 
 
 class FakeUtterance:
     """An engine utterance whose audio arrives one frame per `period` seconds."""
 
-    def __init__(self, frames: int, period: float, tokens: int) -> None:
+    def __init__(self, frames: int, period: float, tokens: int, chunk: int = 1) -> None:
         self.stream = AudioStream(0, lambda _: None)
         self.stream.marks["admitted"] = time.monotonic()
-        self.tokens, self.frames, self.period = tokens, frames, period
+        self.stream.chunk_frames, self.stream.text_tokens = chunk, tokens
+        self.frames, self.period, self.chunk = frames, period, chunk
         self.produced: list[float] = []
 
     def append(self, text: str) -> None:
@@ -48,16 +72,26 @@ class FakeUtterance:
         pass
 
     async def produce(self) -> None:
+        """One frame per period, decoded alone first and then `chunk` at a time, as the engine's
+        chunk schedule does."""
+        pending = 0
         for i in range(self.frames):
             await asyncio.sleep(self.period)
             self.produced.append(time.monotonic())
-            self.stream.put(AudioChunk(np.full(FRAME, 0.1, np.float32), final=i == self.frames - 1))
+            self.stream.frames, pending = i + 1, pending + 1
+            if i == 0:
+                self.stream.marks["first_audio"] = time.monotonic()
+            final = i == self.frames - 1
+            if i == 0 or pending == self.chunk or final:
+                self.stream.put(AudioChunk(np.full(FRAME * pending, 0.1, np.float32), final=final))
+                pending = 0
         self.stream.finish(StreamResult("eos", self.frames, self.frames * FRAME, 0.0, 0.0, 0.0, None))
 
 
-async def speak(holdback: float, frames: int = 12, period: float = 0.1) -> tuple[list[float], list[float], list]:
+async def speak(holdback: float, frames: int = 12, period: float = 0.1, tokens: int = 10,
+                chunk: int = 1) -> tuple[list[float], list[float], list]:
     """(times the frames were produced, times of the audio-chunk events written, the events)."""
-    utterance = FakeUtterance(frames, period, tokens=10)
+    utterance = FakeUtterance(frames, period, tokens, chunk)
     written: list[float] = []
     events: list = []
 
@@ -93,3 +127,24 @@ def test_a_slow_sentence_is_held_at_most_the_bound_and_then_written_whole():
 def test_without_a_holdback_audio_goes_out_as_it_comes():
     produced, written, _ = asyncio.run(speak(holdback=0.0))
     assert len(written) == 12 and written[0] < produced[1]
+
+
+def test_a_fast_sentence_starts_once_its_rate_is_measured():
+    """50 frames/s, frame by frame: released as soon as the rate is known, long before the bound."""
+    produced, written, _ = asyncio.run(speak(holdback=1.0, frames=20, period=0.02, tokens=5))
+    assert len(written) == 20
+    assert produced[MEASURED_FRAMES] <= written[0] < produced[0] + 0.5
+
+
+def test_a_chunked_start_waits_for_the_second_chunk_and_then_never_runs_dry():
+    """20 frames/s (faster than real time) in 8-frame chunks after a 1-frame first chunk: played
+    as it came, the first frame would be followed by a 0.32 s gap; held, every chunk is written
+    before the audio before it has played."""
+    produced, written, events = asyncio.run(speak(holdback=1.0, frames=25, period=0.05, tokens=7, chunk=8))
+    chunks = [e for e in events if e.type == "audio-chunk"]
+    assert sum(len(c.payload) for c in chunks) == 25 * FRAME * 2  # nothing lost
+    assert written[0] > produced[0] + 0.2  # held for the second chunk
+    played = 0.0
+    for at, chunk in zip(written, chunks):
+        assert at <= written[0] + played + 0.03, "ran dry"
+        played += len(chunk.payload) / 2 / 24000

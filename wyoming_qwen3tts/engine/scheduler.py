@@ -173,7 +173,9 @@ class Scheduler:
             rid = self._next_id
             self._next_id += 1
             deadline = time.monotonic() + timeout if timeout > 0 else None
-            req = _Request(rid, prompt, params, max_frames, deadline, AudioStream(rid, self.abort), **open_text)
+            stream = AudioStream(rid, self.abort)
+            stream.chunk_frames = self.runner.schedule.steady
+            req = _Request(rid, prompt, params, max_frames, deadline, stream, **open_text)
             self._waiting.append(req)
             self._wake.notify()
         return req
@@ -360,6 +362,7 @@ class Scheduler:
     def _deliver(self, req: _Request) -> None:
         """Hand the request's new PCM to its stream; end the stream when the sequence ended."""
         seq = req.seq
+        req.stream.frames, req.stream.text_tokens = seq.num_frames, req.fed
         chunks = seq.take_audio()
         if chunks and req.first_audio is None:
             req.stream.marks["first_audio"] = time.monotonic()

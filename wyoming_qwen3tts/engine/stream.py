@@ -73,6 +73,9 @@ class AudioStream:
         # time.monotonic() of what the engine did, as it happens: "queued" (prompt built),
         # "admitted" (prompt embedded, blocks reserved), "first_audio" (first PCM decoded)
         self.marks: dict[str, float] = {}
+        self.frames = 0  # frames made so far, decoded or not (the scheduler's, after each step)
+        self.text_tokens = 0  # text ids the sequence has been given so far
+        self.chunk_frames = 1  # frames per codec chunk after the first (the engine's chunk schedule)
 
     # --- producer side (scheduler thread) ---
     def _push(self, item: object) -> None:

@@ -27,7 +27,6 @@ class Utterance:
         self._lock = threading.Lock()
         self._started = False  # leading whitespace is dropped: the prompt's role ends in a line break
         self._finished = False
-        self.tokens = 0  # text ids handed to the engine so far
 
     @property
     def finished(self) -> bool:
@@ -44,7 +43,6 @@ class Utterance:
                 self._started = bool(text)
             ids = self._tokens.push(text) if text else []
             if ids:
-                self.tokens += len(ids)
                 self._feed(self.id, ids, False)
 
     def finish(self) -> None:
@@ -53,9 +51,7 @@ class Utterance:
             if self._finished:
                 return
             self._finished = True
-            ids = self._tokens.finish()
-            self.tokens += len(ids)
-            self._feed(self.id, ids, True)
+            self._feed(self.id, self._tokens.finish(), True)
 
     def cancel(self) -> None:
         self.stream.cancel()

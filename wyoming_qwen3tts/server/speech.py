@@ -5,8 +5,9 @@ text), its sentences are submitted to the engine a few ahead of the one being se
 (sentence n+1 generates while n streams out), and every engine chunk goes out as soon as
 it is decoded. With word-level feeding (streamed text, server.text_feeding: word) a sentence
 goes to the engine with its first words, as an utterance that grows as the rest arrives
-(engine/utterance.py); the start of its audio may be held back a little (holdback.py) so
-that it does not run dry while the text is still being written.
+(engine/utterance.py). The start of a sentence's audio may be held back a little
+(holdback.py) so that the client's playback does not run dry mid-word: a slow CPU, text that
+is still being written, or the wait for the second codec chunk.
 A response always has exactly one audio-start and one audio-stop (Home Assistant's one-shot
 reader stops at the first audio-stop; its streaming reader takes the format from the first
 audio-start); a streaming response then ends with synthesize-stopped, after errors too.
@@ -47,7 +48,7 @@ LOOKAHEAD = 2  # sentences in the engine per response: the one being sent and th
 SILENCE_S = 0.2  # the audio of a response with nothing to say: 200 ms of 24 kHz s16 mono zeros
 SILENCE_SAMPLES = round(SILENCE_S * SAMPLE_RATE)
 
-POLL_S = 0.05  # how often a held start is looked at again while no audio arrives
+POLL_S = 0.02  # how often a held start is looked at again while no audio arrives (the engine's pace)
 
 
 @dataclass(frozen=True)
@@ -98,8 +99,8 @@ class Speech:
         """prepare: awaited when the response's turn comes; gives the way to the engine (it
         waits for the model, resolves the voice) or raises (SpeechError, or a ValueError
         with a `code`: the response becomes an error). profile: where the first audio's
-        timing goes (server.profile). holdback: how long the start of a growing sentence's
-        audio may be held."""
+        timing goes (server.profile). holdback: how long the start of a sentence's audio may
+        be held."""
         self._prepare, self._write = prepare, write
         self._synth: Synth | None = None
         self._samples_per_chunk, self._streaming, self._label = samples_per_chunk, streaming, label
@@ -114,6 +115,7 @@ class Speech:
         self._running = False
         self._finished = False
         self._samples = 0
+        self._played_by = 0.0  # time.monotonic() when the client will have played what was written
         self._sentences = 0  # sentences queued, ever
         self.timing = FirstAudio()
         self._profile = profile or Profile()
@@ -286,11 +288,11 @@ class Speech:
                 self._inflight.popleft()
 
     async def _play(self, item: _Sentence) -> None:
-        """Write a sentence's audio as it is decoded; a growing sentence's start is held while
-        the holdback asks for more buffered audio (bounded by its max_s from the first chunk)."""
+        """Write a sentence's audio as it is decoded; its start is held while the holdback
+        predicts it would run dry (bounded by its max_s from the first chunk)."""
         stream, chunks = item.stream, aiter(item.stream)
         held: list[np.ndarray] = []
-        holding = item.utterance is not None and self._holdback.max_s > 0
+        holding = self._holdback.max_s > 0
         first = 0.0
         upcoming = asyncio.ensure_future(anext(chunks))
         try:
@@ -323,12 +325,16 @@ class Speech:
             await self._write_pcm(np.concatenate(held))
 
     def _release(self, item: _Sentence, held: list[np.ndarray], first: float) -> bool:
-        """Whether a held start has enough audio buffered for the rest of its sentence."""
-        now, marks = time.monotonic(), item.stream.marks
-        samples = sum(p.size for p in held)
-        need = self._holdback.buffer_s(round(samples / SAMPLE_RATE / FRAME_S), now - marks.get("admitted", now),
-                                       item.utterance.tokens)
-        return samples / SAMPLE_RATE >= need or now - first >= self._holdback.max_s
+        """Whether a held start can play without running dry before its sentence's end, at the
+        rate the engine makes its frames (holdback.py), counting the audio the client has not
+        played yet; or has been held for the bound."""
+        now, stream = time.monotonic(), item.stream
+        if now - first >= self._holdback.max_s:
+            return True
+        wait = self._holdback.wait_s(stream.frames, now - stream.marks.get("first_audio", now),
+                                     round(sum(p.size for p in held) / SAMPLE_RATE / FRAME_S),
+                                     stream.text_tokens, stream.chunk_frames)
+        return wait is not None and wait <= self._played_by - now
 
     def _first_written(self) -> None:
         self.timing.mark("written")
@@ -345,6 +351,7 @@ class Speech:
         if pcm.size == 0:
             return
         await self._write_start()
+        self._played_by = max(self._played_by, time.monotonic()) + pcm.size / SAMPLE_RATE
         samples = to_int16(pcm)
         for begin in range(0, samples.size, self._samples_per_chunk):
             part = samples[begin:begin + self._samples_per_chunk]
