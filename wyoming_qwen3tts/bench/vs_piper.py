@@ -18,6 +18,7 @@ import json
 import logging
 import os
 import re
+import shlex
 import shutil
 import statistics
 import subprocess
@@ -95,10 +96,10 @@ def voice_data_dir(piper_python: Path) -> Path:
 # --- servers ------------------------------------------------------------------------------
 
 
-def our_server(model: Path, port: int, threads: int, log_dir: Path) -> ServerChild:
+def our_server(model: Path, port: int, threads: int, extra: list[str], log_dir: Path) -> ServerChild:
     cmd = [sys.executable, "-m", "wyoming_qwen3tts", "--model", str(model),
-           "--uri", f"tcp://127.0.0.1:{port}", "--threads", str(threads)]
-    return ServerChild("wyoming-qwen3tts", cmd, port, log_dir / "wyoming-qwen3tts.log")
+           "--uri", f"tcp://127.0.0.1:{port}", "--threads", str(threads), *extra]
+    return ServerChild("wyoming-qwen3tts", cmd, port, log_dir / f"wyoming-qwen3tts-{port}.log")
 
 
 def piper_server(piper_python: Path, voice_dir: Path, port: int, log_dir: Path) -> ServerChild:
@@ -265,13 +266,14 @@ def run(args: argparse.Namespace) -> Path:
     bench_python = ensure_venv(work / "bench-venv", BENCH_PACKAGES)
     piper_python = ensure_venv(work / "piper-venv", PIPER_PACKAGES)
     voice_dir = voice_data_dir(piper_python)
-    ours_port, piper_port = free_port(), free_port()
-    servers = [our_server(args.model, ours_port, args.threads, work), piper_server(piper_python, voice_dir,
-                                                                                  piper_port, work)]
+    ours = {free_port(): shlex.split(extra) for extra in args.ours}
+    piper_port = free_port()
+    servers = [our_server(args.model, port, args.threads, extra, work) for port, extra in ours.items()]
+    servers.append(piper_server(piper_python, voice_dir, piper_port, work))
     texts = list(TEXTS.values())
     try:
         asyncio.run(start_all(servers))
-        cmd = bench_command(bench_python, [ours_port, piper_port], texts, args.runs, args.warmup)
+        cmd = bench_command(bench_python, [*ours, piper_port], texts, args.runs, args.warmup)
         stdout = run_bench(cmd, timeout=args.bench_timeout)
     finally:
         for server in servers:
@@ -280,9 +282,10 @@ def run(args: argparse.Namespace) -> Path:
     parsed = parse_bench_output(stdout, texts)
     if not parsed:
         raise RuntimeError(f"no results in wyoming-bench's output; see {work / 'wyoming-bench.out'}")
-    names = server_names(parsed, {ours_port: f"wyoming-qwen3tts ({args.model.name}, --threads {args.threads})",
-                                  piper_port: f"wyoming-piper {package_version(piper_python, 'wyoming-piper')} "
-                                              f"({PIPER_VOICE})"})
+    labels = {port: f"wyoming-qwen3tts ({args.model.name}, --threads {args.threads}{' ' if extra else ''}"
+                    f"{shlex.join(extra)})" for port, extra in ours.items()}
+    labels[piper_port] = f"wyoming-piper {package_version(piper_python, 'wyoming-piper')} ({PIPER_VOICE})"
+    names = server_names(parsed, labels)
     setup = (f"wyoming-bench {package_version(bench_python, 'wyoming-bench')} against both servers in one run, "
              f"on loopback, on a {os.cpu_count()}-core machine; ours: `wyoming-qwen3tts --model "
              f"{args.model} --threads {args.threads}`, piper: `wyoming-piper --voice {PIPER_VOICE}` "
@@ -304,11 +307,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=5, help="timed runs per server, text and mode")
     p.add_argument("--warmup", type=int, default=1, help="untimed runs per server and mode")
     p.add_argument("--threads", type=int, default=2, help="our server's --threads")
+    p.add_argument("--ours", action="append", default=None,
+                   help="extra arguments of one of our servers (repeat for several, each its own server; "
+                        "default: the defaults, and --holdback 0: a sentence's start never held)")
     p.add_argument("--bench-timeout", type=float, default=3600.0, help="bound on the whole wyoming-bench run (s)")
     p.add_argument("-o", "--output", type=Path, default=Path("."), help="directory for vs-piper.md and .json")
     p.add_argument("--note", default="", help="a paragraph for the report (e.g. what the model is)")
     p.add_argument("--debug", action="store_true")
-    return p.parse_args(argv)
+    args = p.parse_args(argv)
+    args.ours = args.ours if args.ours is not None else ["", "--holdback 0"]
+    return args
 
 
 def main(argv: list[str] | None = None) -> None:
