@@ -26,28 +26,14 @@ import logging
 
 import numpy as np
 import openvino as ov
-from openvino import opset13 as op
 
-from ..model.checkpoint import Checkpoint, TensorStore
+from ..model.checkpoint import Checkpoint
 from ..model.spec import CodecDecoderSpec
-from .ops import (
-    Weights,
-    apply_rope,
-    explicit_attention,
-    f32,
-    i64,
-    linear,
-    merge_heads,
-    out,
-    rms_norm,
-    rope_tables,
-    split_heads,
-    to_bhtd,
-)
+from .expr import T, cat, f32, i64, op, param, result
+from .ops import Params, Weights, apply_rope, explicit_attention, linear, merge_heads, rms_norm, rope_tables
 
 log = logging.getLogger(__name__)
 
-P = "decoder."  # tensor-name prefix of the decoder inside speech_tokenizer/model.safetensors
 MASKED = 1e30  # subtracted from the scores of keys outside the window (arithmetic, no Select: see ops)
 CONVNEXT_EPS = 1e-6  # nn.LayerNorm(dim, eps=1e-6) in the official ConvNeXt block
 SNAKE_EPS = 1e-9
@@ -56,15 +42,15 @@ SNAKE_EPS = 1e-9
 class Context:
     """Where a block's past comes from. Subclasses decide; blocks only ask."""
 
-    def left(self, x: ov.Output, name: str, size: int) -> ov.Output:
+    def left(self, x: T, name: str, size: int) -> T:
         """x [B, C, L] with the `size` samples before it prepended -> [B, C, size + L]."""
         raise NotImplementedError
 
-    def rope(self, x: ov.Output, head_dim: int, theta: float) -> tuple[ov.Output, ov.Output]:
+    def rope(self, x: T, head_dim: int, theta: float) -> tuple[T, T]:
         """cos, sin [B|1, 1, T, D] for the positions of x [B, T, ·]."""
         raise NotImplementedError
 
-    def keys(self, name: str, k: ov.Output, v: ov.Output) -> tuple[ov.Output, ov.Output, ov.Output]:
+    def keys(self, name: str, k: T, v: T) -> tuple[T, T, T]:
         """(all keys, all values, additive score bias [B|1, 1, T, Tk]) for the new k, v [B, H, T, D]."""
         raise NotImplementedError
 
@@ -74,238 +60,199 @@ class OfflineContext(Context):
 
     def __init__(self, window: int) -> None:
         self.window = window
-        self._positions: ov.Output | None = None
-        self._bias: ov.Output | None = None
+        self._positions: T | None = None
+        self._bias: T | None = None
 
-    def left(self, x: ov.Output, name: str, size: int) -> ov.Output:
+    def left(self, x: T, name: str, size: int) -> T:
         """Zeros, as a Concat like the streaming state (the same kernels keep streaming
         bit-identical; and a Pad folded into a following ConvolutionBackpropData gave a
         wrong output length on the CPU plugin, OpenVINO 2026.4.1)."""
-        batch = op.gather(op.shape_of(x), i64([0]), i64(0))
-        channels = x.get_partial_shape()[1].get_length()
-        zeros = op.broadcast(f32(0.0), op.concat([batch, i64([channels, size])], 0))
-        return out(op.concat([zeros, x], 2))
+        batch = x.batch()
+        zeros = op.broadcast(f32(0.0), cat([batch, i64([x.dim(1), size])], 0))
+        return cat([zeros, x], 2)
 
-    def positions(self, x: ov.Output) -> ov.Output:
+    def positions(self, x: T) -> T:
         """0..T-1 as f32 [B, T], by a cumulative sum of ones shaped like x [B, T, C]: only
         shapes propagate (no Range with an in-graph computed length)."""
         if self._positions is None:
-            ones = op.add(op.multiply(op.gather(x, i64(0), i64(2)), f32(0.0)), f32(1.0))
-            self._positions = out(op.cumsum(ones, i64(1), exclusive=True))
+            self._positions = op.cumsum(x.gather(0, 2) * 0.0 + 1.0, i64(1), exclusive=True)
         return self._positions
 
-    def rope(self, x: ov.Output, head_dim: int, theta: float) -> tuple[ov.Output, ov.Output]:
+    def rope(self, x: T, head_dim: int, theta: float) -> tuple[T, T]:
         return rope_tables(self.positions(x), head_dim, theta)
 
-    def keys(self, name: str, k: ov.Output, v: ov.Output) -> tuple[ov.Output, ov.Output, ov.Output]:
+    def keys(self, name: str, k: T, v: T) -> tuple[T, T, T]:
         if self._bias is None:  # same for every layer: key j is seen by query i iff i - window < j <= i
             assert self._positions is not None, "rope() before keys()"
-            q_pos = op.unsqueeze(self._positions, i64([2]))  # [B, T, 1]
-            k_pos = op.unsqueeze(self._positions, i64([1]))  # [B, 1, T]
-            seen = op.logical_and(op.less_equal(k_pos, q_pos),
-                                  op.greater(k_pos, op.subtract(q_pos, f32(float(self.window)))))
-            self._bias = out(op.unsqueeze(seen_to_bias(seen), i64([1])))
+            q_pos, k_pos = self._positions.unsqueeze(2), self._positions.unsqueeze(1)  # [B, T, 1], [B, 1, T]
+            seen = (k_pos <= q_pos) & (k_pos > q_pos - float(self.window))
+            self._bias = seen_to_bias(seen).unsqueeze(1)
         return k, v, self._bias
 
 
-def seen_to_bias(seen: ov.Output | ov.Node) -> ov.Output:
+def seen_to_bias(seen: T) -> T:
     """Boolean visibility -> additive bias 0 / -MASKED, written as arithmetic."""
-    return out(op.multiply(op.subtract(op.convert(seen, ov.Type.f32), f32(1.0)), f32(MASKED)))
+    return (seen.float() - 1.0) * MASKED
 
 
 # ------------------------------------------------------------------------------- blocks
 
-def _const(store: TensorStore, name: str) -> ov.Output:
-    """A small tensor (bias, norm, scale) kept in f32 whatever the weight format."""
-    return f32(store.get(name))
-
-
-def per_channel(a: np.ndarray) -> ov.Output:
+def per_channel(a: np.ndarray) -> T:
     """A per-channel vector as f32 [1, C, 1] for [B, C, L] tensors."""
     return f32(np.asarray(a, np.float32)[None, :, None])
 
 
-def conv(x: ov.Output, store: TensorStore, w: Weights, prefix: str, dilation: int = 1) -> ov.Output:
+def conv(x: T, p: Params, dilation: int = 1) -> T:
     """Plain (valid) Conv1d + bias of torch weight [out, in, k] on x [B, in, L]."""
-    y = op.convolution(x, w(store.get(prefix + "weight")), [1], [0], [0], [dilation])
-    return out(op.add(y, per_channel(store.get(prefix + "bias"))))
+    return op.convolution(x, p.matrix(), [1], [0], [0], [dilation]) + per_channel(p.array("bias"))
 
 
-def causal_conv(x: ov.Output, ctx: Context, store: TensorStore, w: Weights, prefix: str,
-                dilation: int = 1) -> ov.Output:
+def causal_conv(x: T, ctx: Context, p: Params, dilation: int = 1) -> T:
     """CausalConvNet (stride 1): left context of (k-1)·dilation samples, no right padding."""
-    k = store.shape(prefix + "conv.weight")[-1]
+    k = p.conv.shape("weight")[-1]
     if k > 1:
-        x = ctx.left(x, prefix + "conv", (k - 1) * dilation)
-    return conv(x, store, w, prefix + "conv.", dilation)
+        x = ctx.left(x, p.prefix + "conv", (k - 1) * dilation)
+    return conv(x, p.conv, dilation)
 
 
 PI_PARTS = (3.140625, 9.67502593994140625e-4, 1.509957990978376432e-7)  # Σ = π, k·part exact in f32
 SIN_TAYLOR = tuple(np.float32((-1) ** i / float(np.prod(np.arange(1, 2 * i + 2)))) for i in range(6, -1, -1))
 
 
-def sin_squared(z: ov.Output) -> ov.Output:
+def sin_squared(z: T) -> T:
     """sin²(z) from plain arithmetic. The CPU plugin runs Sin with its reference kernel
     (a quarter of the decoder's time); sin² has period π, so z is reduced to r in
     [-π/2, π/2] (π split in three parts, Cody–Waite) and sin r is a degree-13 odd Taylor
     polynomial: |error| < 4e-7 for |z| ≤ 5000 in f32, against 1.2e-7 for f32 sin."""
-    k = op.floor(op.add(op.multiply(z, f32(np.float32(1 / np.pi))), f32(0.5)))
+    k = op.floor(z * np.float32(1 / np.pi) + 0.5)
     r = z
     for part in PI_PARTS:
-        r = op.subtract(r, op.multiply(k, f32(part)))
-    r2 = op.multiply(r, r)
-    p = f32(SIN_TAYLOR[0])
+        r = r - k * part
+    r2 = r * r
+    poly = f32(SIN_TAYLOR[0])
     for c in SIN_TAYLOR[1:]:
-        p = op.add(op.multiply(p, r2), f32(c))
-    s = op.multiply(p, r)
-    return out(op.multiply(s, s))
+        poly = poly * r2 + c
+    s = poly * r
+    return s * s
 
 
-
-def snake(x: ov.Output, store: TensorStore, prefix: str) -> ov.Output:
+def snake(x: T, p: Params) -> T:
     """SnakeBeta: x + 1/(exp(β)+1e-9) · sin²(x·exp(α)); α, β are stored in log space."""
-    alpha = np.exp(store.get(prefix + "alpha"))
-    inv_beta = np.float32(1.0) / (np.exp(store.get(prefix + "beta")) + np.float32(SNAKE_EPS))
-    return out(op.add(x, op.multiply(per_channel(inv_beta), sin_squared(out(op.multiply(x, per_channel(alpha)))))))
+    alpha = np.exp(p.array("alpha"))
+    inv_beta = np.float32(1.0) / (np.exp(p.array("beta")) + np.float32(SNAKE_EPS))
+    return x + per_channel(inv_beta) * sin_squared(x * per_channel(alpha))
 
 
-def polyphase(x: ov.Output, store: TensorStore, w: Weights, prefix: str, rate: int) -> ov.Output:
+def polyphase(x: T, p: Params, rate: int) -> T:
     """ConvTranspose1d with stride r and kernel r·taps (taps = 1 or 2) on x [B, C_in, L'],
     computed as a plain conv to r·C_out channels whose r phases are then interleaved:
     output sample l·r + j = Σ_s x[l - s] · w[:, :, s·r + j], the taps s ≥ 1 reading the
     taps-1 samples of left context that x must start with. Output [B, C_out, (L'-taps+1)·r],
     i.e. exactly the transposed conv's samples that depend on no sample outside x. (The
     CPU plugin's ConvolutionBackpropData takes a slow gemm path for most of these shapes.)"""
-    wt = store.get(prefix + "weight")  # torch layout [C_in, C_out, taps·r]
+    wt = p.array("weight")  # torch layout [C_in, C_out, taps·r]
     c_in, c_out, k = wt.shape
     taps = k // rate
     # conv weight [C_out·r, C_in, taps]: channel c·r + j, conv tap t reads x[l - (taps-1-t)]
     kernel = wt.reshape(c_in, c_out, taps, rate)[:, :, ::-1, :].transpose(1, 3, 0, 2).reshape(c_out * rate, c_in, taps)
-    y = op.convolution(x, w(np.ascontiguousarray(kernel)), [1], [0], [0], [1])
-    y = op.add(y, per_channel(np.repeat(store.get(prefix + "bias"), rate)))
-    y = op.transpose(op.reshape(y, i64([0, c_out, rate, -1]), True), i64([0, 1, 3, 2]))  # [B, C_out, L, r]
-    return out(op.reshape(y, i64([0, c_out, -1]), True))
+    y = op.convolution(x, p.weights(np.ascontiguousarray(kernel)), [1], [0], [0], [1])
+    y = y + per_channel(np.repeat(p.array("bias"), rate))
+    return y.reshape(0, c_out, rate, -1).transpose(0, 1, 3, 2).reshape(0, c_out, -1)  # via [B, C_out, L, r]
 
 
-def trans_conv(x: ov.Output, store: TensorStore, w: Weights, prefix: str, stride: int) -> ov.Output:
+def trans_conv(x: T, p: Params, stride: int) -> T:
     """ConvTranspose1d with kernel == stride (upsample stage): no overlap, nothing trimmed."""
-    return polyphase(x, store, w, prefix, stride)
+    return polyphase(x, p, stride)
 
 
-def causal_trans_conv(x: ov.Output, ctx: Context, store: TensorStore, w: Weights, prefix: str,
-                      rate: int) -> ov.Output:
+def causal_trans_conv(x: T, ctx: Context, p: Params, rate: int) -> T:
     """CausalTransConvNet k=2r, s=r, r trimmed on the right: output block l (r samples) is
     input l through taps 0..r-1 plus input l-1 through taps r..2r-1, so one input sample
     of left context (the r samples trimmed on the right are the ones never computed)."""
-    return polyphase(ctx.left(x, prefix + "conv", 1), store, w, prefix + "conv.", rate)
+    return polyphase(ctx.left(x, p.prefix + "conv", 1), p.conv, rate)
 
 
-def convnext(x: ov.Output, ctx: Context, store: TensorStore, w: Weights, prefix: str) -> ov.Output:
+def convnext(x: T, ctx: Context, p: Params) -> T:
     """x + γ·pw2(GELU(pw1(LayerNorm(causal depthwise conv k7 (x))))), on x [B, C, L]."""
-    dw = store.get(prefix + "dwconv.conv.weight")  # [C, 1, k]
-    h = ctx.left(x, prefix + "dwconv.conv", dw.shape[-1] - 1)
+    dw = p.dwconv.conv.array("weight")  # [C, 1, k]
+    h = ctx.left(x, p.prefix + "dwconv.conv", dw.shape[-1] - 1)
     h = op.group_convolution(h, f32(dw[:, None]), [1], [0], [0], [1])
-    h = op.transpose(op.add(h, per_channel(store.get(prefix + "dwconv.conv.bias"))), i64([0, 2, 1]))
-    h = op.mvn(h, i64([-1]), True, CONVNEXT_EPS, "inside_sqrt")
-    h = op.add(op.multiply(h, _const(store, prefix + "norm.weight")), _const(store, prefix + "norm.bias"))
-    h = op.gelu(linear(h, w(store.get(prefix + "pwconv1.weight")), _const(store, prefix + "pwconv1.bias")), "erf")
-    h = linear(h, w(store.get(prefix + "pwconv2.weight")), _const(store, prefix + "pwconv2.bias"))
-    h = op.multiply(h, _const(store, prefix + "gamma"))
-    return out(op.add(x, op.transpose(h, i64([0, 2, 1]))))
+    h = (h + per_channel(p.dwconv.conv.array("bias"))).transpose(0, 2, 1)
+    h = op.mvn(h, i64([-1]), True, CONVNEXT_EPS, "inside_sqrt") * p.norm.const() + p.norm.const("bias")
+    h = p.pwconv2(op.gelu(p.pwconv1(h), "erf")) * p.const("gamma")
+    return x + h.transpose(0, 2, 1)
 
 
-def residual_unit(x: ov.Output, ctx: Context, store: TensorStore, w: Weights, prefix: str,
-                  dilation: int) -> ov.Output:
+def residual_unit(x: T, ctx: Context, p: Params, dilation: int) -> T:
     """x + conv_k1(snake(causal conv_k7_dilated(snake(x))))."""
-    h = causal_conv(snake(x, store, prefix + "act1."), ctx, store, w, prefix + "conv1.", dilation)
-    h = causal_conv(snake(h, store, prefix + "act2."), ctx, store, w, prefix + "conv2.")
-    return out(op.add(x, h))
+    h = causal_conv(snake(x, p.act1), ctx, p.conv1, dilation)
+    return x + causal_conv(snake(h, p.act2), ctx, p.conv2)
 
 
-def dequantize(codes: ov.Output, spec: CodecDecoderSpec, store: TensorStore, w: Weights) -> ov.Output:
+def dequantize(codes: T, spec: CodecDecoderSpec, p: Params) -> T:
     """codes [B, Q, T] -> [B, codebook_dim, T]: per branch (first = semantic quantizers, rest)
     Σ codebook rows, then that branch's 1×1 output_proj; the branches added. Codebooks are
     embedding_sum / max(cluster_usage, 1e-5), computed here once; one table, offset per q."""
     q_first, size = spec.num_semantic_quantizers, spec.codebook_size
     tables = []
     for q in range(spec.num_quantizers):
-        branch, layer = ("rvq_first", q) if q < q_first else ("rvq_rest", q - q_first)
-        book = f"{P}quantizer.{branch}.vq.layers.{layer}._codebook."
-        usage = np.maximum(store.get(book + "cluster_usage"), np.float32(1e-5))
-        tables.append(store.get(book + "embedding_sum") / usage[:, None])
-    table = w(np.concatenate(tables, axis=0))  # [Q·size, dim]
+        book = (p.rvq_first.vq.layers[q] if q < q_first else p.rvq_rest.vq.layers[q - q_first])._codebook
+        usage = np.maximum(book.array("cluster_usage"), np.float32(1e-5))
+        tables.append(book.array("embedding_sum") / usage[:, None])
+    table = p.weights(np.concatenate(tables, axis=0))  # [Q·size, dim]
     offsets = i64((np.arange(spec.num_quantizers) * size)[None, :, None])
-    index = op.add(op.clamp(codes, 0, size - 1), offsets)
-    rows = op.gather(table, index, i64(0))  # [B, Q, T, dim]
+    rows = table.gather(op.clamp(codes, 0, size - 1) + offsets, 0)  # [B, Q, T, dim]
     result = None
-    for branch, lo, hi in (("rvq_first", 0, q_first), ("rvq_rest", q_first, spec.num_quantizers)):
-        part = op.reduce_sum(op.slice(rows, i64([lo]), i64([hi]), i64([1]), i64([1])), i64([1]), False)  # [B, T, dim]
-        proj = store.get(f"{P}quantizer.{branch}.output_proj.weight")[:, :, 0]  # [out, dim]
-        y = linear(part, w(proj))
-        result = y if result is None else out(op.add(result, y))
-    return out(op.transpose(result, i64([0, 2, 1])))
+    for branch, lo, hi in ((p.rvq_first, 0, q_first), (p.rvq_rest, q_first, spec.num_quantizers)):
+        part = rows.slice(lo, hi, 1).sum(1)  # [B, T, dim]
+        y = linear(part, p.weights(branch.output_proj.array("weight")[:, :, 0]))  # 1×1 conv as [out, dim]
+        result = y if result is None else result + y
+    return result.transpose(0, 2, 1)
 
 
-def attention_layer(x: ov.Output, ctx: Context, spec: CodecDecoderSpec, store: TensorStore, w: Weights,
-                    prefix: str, cos: ov.Output, sin: ov.Output) -> ov.Output:
+def attention_layer(x: T, ctx: Context, spec: CodecDecoderSpec, p: Params, cos: T, sin: T) -> T:
     """One pre-norm layer on x [B, T, H]: sliding-window attention and SwiGLU, each × layer scale."""
-    heads, d = spec.num_heads, spec.head_dim
-    h = rms_norm(x, _const(store, prefix + "input_layernorm.weight"), spec.rms_norm_eps)
+    heads, d, eps, attn = spec.num_heads, spec.head_dim, spec.rms_norm_eps, p.self_attn
+    h = rms_norm(x, p.input_layernorm.const(), eps)
 
-    def project(name: str) -> ov.Output:
-        return to_bhtd(split_heads(linear(h, w(store.get(f"{prefix}self_attn.{name}_proj.weight"))), heads, d))
+    def project(proj: Params) -> T:
+        return proj(h).reshape(0, 0, heads, d).transpose(0, 2, 1, 3)  # [B, heads, T, D]
 
-    q = apply_rope(project("q"), cos, sin, d, fusable=False)
-    k = apply_rope(project("k"), cos, sin, d, fusable=False)
-    k_all, v_all, bias = ctx.keys(prefix + "self_attn", k, project("v"))
-    attn = merge_heads(explicit_attention(q, k_all, v_all, f32(np.float32(d ** -0.5)), bias=bias), heads * d)
-    attn = linear(attn, w(store.get(prefix + "self_attn.o_proj.weight")))
-    x = out(op.add(x, op.multiply(attn, _const(store, prefix + "self_attn_layer_scale.scale"))))
-    h = rms_norm(x, _const(store, prefix + "post_attention_layernorm.weight"), spec.rms_norm_eps)
-    gate = linear(h, w(store.get(prefix + "mlp.gate_proj.weight")))
-    mlp = linear(op.multiply(op.swish(gate), linear(h, w(store.get(prefix + "mlp.up_proj.weight")))),
-                 w(store.get(prefix + "mlp.down_proj.weight")))
-    return out(op.add(x, op.multiply(mlp, _const(store, prefix + "mlp_layer_scale.scale"))))
+    q = apply_rope(project(attn.q_proj), cos, sin, d, fusable=False)
+    k = apply_rope(project(attn.k_proj), cos, sin, d, fusable=False)
+    k, v, bias = ctx.keys(p.prefix + "self_attn", k, project(attn.v_proj))
+    o = attn.o_proj(merge_heads(explicit_attention(q, k, v, f32(np.float32(d ** -0.5)), bias=bias), heads * d))
+    x = x + o * p.self_attn_layer_scale.const("scale")
+    h = rms_norm(x, p.post_attention_layernorm.const(), eps)
+    mlp = p.mlp.down_proj(op.swish(p.mlp.gate_proj(h)) * p.mlp.up_proj(h))
+    return x + mlp * p.mlp_layer_scale.const("scale")
 
 
-def transformer(x: ov.Output, ctx: Context, spec: CodecDecoderSpec, store: TensorStore, w: Weights) -> ov.Output:
+def transformer(x: T, ctx: Context, spec: CodecDecoderSpec, p: Params) -> T:
     """pre_transformer on x [B, latent, T] -> [B, latent, T]."""
-    prefix = P + "pre_transformer."
-    h = linear(op.transpose(x, i64([0, 2, 1])), w(store.get(prefix + "input_proj.weight")),
-               _const(store, prefix + "input_proj.bias"))
+    h = p.input_proj(x.transpose(0, 2, 1))
     cos, sin = ctx.rope(h, spec.head_dim, spec.rope_theta)
     for i in range(spec.num_layers):
-        h = attention_layer(h, ctx, spec, store, w, f"{prefix}layers.{i}.", cos, sin)
-    h = rms_norm(h, _const(store, prefix + "norm.weight"), spec.rms_norm_eps)
-    h = linear(h, w(store.get(prefix + "output_proj.weight")), _const(store, prefix + "output_proj.bias"))
-    return out(op.transpose(h, i64([0, 2, 1])))
+        h = attention_layer(h, ctx, spec, p.layers[i], cos, sin)
+    return p.output_proj(rms_norm(h, p.norm.const(), spec.rms_norm_eps)).transpose(0, 2, 1)
 
 
-def decode(codes: ov.Output, ctx: Context, spec: CodecDecoderSpec, store: TensorStore, w: Weights) -> ov.Output:
-    """The whole decoder: codes [B, Q, T] i64 -> pcm [B, T·samples_per_frame] in [-1, 1]."""
-    x = causal_conv(dequantize(codes, spec, store, w), ctx, store, w, P + "pre_conv.")
-    x = transformer(x, ctx, spec, store, w)
+def decode(codes: T, ctx: Context, spec: CodecDecoderSpec, p: Params) -> T:
+    """The whole decoder: codes [B, Q, T] i64 -> pcm [B, T·samples_per_frame] in [-1, 1];
+    p views the `decoder.` tensors of speech_tokenizer/model.safetensors."""
+    x = causal_conv(dequantize(codes, spec, p.quantizer), ctx, p.pre_conv)
+    x = transformer(x, ctx, spec, p.pre_transformer)
     for i, factor in enumerate(spec.upsampling_ratios):
-        x = trans_conv(x, store, w, f"{P}upsample.{i}.0.conv.", factor)
-        x = convnext(x, ctx, store, w, f"{P}upsample.{i}.1.")
-    x = causal_conv(x, ctx, store, w, P + "decoder.0.")
+        x = convnext(trans_conv(x, p.upsample[i][0].conv, factor), ctx, p.upsample[i][1])
+    x = causal_conv(x, ctx, p.decoder[0])
     for b, rate in enumerate(spec.upsample_rates):
-        prefix = f"{P}decoder.{b + 1}.block."
-        x = snake(x, store, prefix + "0.")
-        x = causal_trans_conv(x, ctx, store, w, prefix + "1.", rate)
+        block = p.decoder[b + 1].block
+        x = causal_trans_conv(snake(x, block[0]), ctx, block[1], rate)
         for j, dilation in enumerate((1, 3, 9)):
-            x = residual_unit(x, ctx, store, w, f"{prefix}{j + 2}.", dilation)
+            x = residual_unit(x, ctx, block[j + 2], dilation)
     last = len(spec.upsample_rates) + 1
-    x = snake(x, store, f"{P}decoder.{last}.")
-    x = causal_conv(x, ctx, store, w, f"{P}decoder.{last + 1}.")
-    return out(op.squeeze(op.clamp(x, -1.0, 1.0), i64([1])))
-
-
-def named(node: ov.Node | ov.Output, name: str) -> ov.Output:
-    """Give a graph input or output its public tensor name."""
-    o = out(node)
-    o.get_tensor().set_names({name})
-    return o
+    x = causal_conv(snake(x, p.decoder[last]), ctx, p.decoder[last + 1])
+    return op.clamp(x, -1.0, 1.0).squeeze(1)
 
 
 def build_codec_decoder(ckpt: Checkpoint, weights: Weights) -> ov.Model:
@@ -315,10 +262,8 @@ def build_codec_decoder(ckpt: Checkpoint, weights: Weights) -> ov.Model:
     (≈ 16·T²·4 bytes per layer: 10 MB at 400 frames, 0.6 GB at 3000); long streams belong
     to the streaming graphs."""
     spec = ckpt.spec.codec_decoder
-    codes = op.parameter([-1, spec.num_quantizers, -1], ov.Type.i64, name="codes")
-    named(codes, "codes")
-    pcm = op.result(decode(codes.output(0), OfflineContext(spec.sliding_window), spec, ckpt.codec, weights), name="pcm")
-    named(pcm, "pcm")
-    model = ov.Model([pcm], [codes], "codec")
+    codes = param("codes", [-1, spec.num_quantizers, -1], ov.Type.i64)
+    pcm = decode(codes, OfflineContext(spec.sliding_window), spec, Params(ckpt.codec, weights, "decoder."))
+    model = ov.Model([result(pcm, "pcm")], [codes.node], "codec")
     log.info("codec decoder graph: %d transformer layers, %d ops", spec.num_layers, len(model.get_ordered_ops()))
     return model

@@ -28,12 +28,12 @@ import logging
 
 import numpy as np
 import openvino as ov
-from openvino import opset13 as op
 
 from ..model.checkpoint import Checkpoint
 from ..model.stream_io import FRAMES, NEXT, STATE
-from .codec import Context, decode, named, seen_to_bias
-from .ops import Weights, i64, out, rope_tables
+from .codec import Context, decode, seen_to_bias
+from .expr import T, cat, i64, op, param, result
+from .ops import Params, Weights, rope_tables
 
 log = logging.getLogger(__name__)
 
@@ -44,61 +44,55 @@ class StreamContext(Context):
     """Every block's past comes from a state input (steady) or zeros (first), and every
     block leaves its new past as an output."""
 
-    def __init__(self, codes: ov.Output, frames: int, window: int, first: bool) -> None:
+    def __init__(self, codes: T, frames: int, window: int, first: bool) -> None:
         self.frames, self.cache, self.first = frames, window - 1, first
-        self.batch = out(op.gather(op.shape_of(codes), i64([0]), i64(0)))
+        self.batch = codes.batch()
         self.params: list[ov.Node] = []
         self.results: list[ov.Node] = []
-        self._bias: ov.Output | None = None
+        self._bias: T | None = None
         self.real = i64(frames) if first else self.input(FRAMES, [], ov.Type.i64)  # [B] in a steady graph
         self.position = self.past(POSITION, [], ov.Type.i64)
-        self.emit(POSITION, out(op.add(self.position, self.real)))
+        self.emit(POSITION, self.position + self.real)
 
-    def input(self, name: str, shape: list[int], dtype: ov.Type) -> ov.Output:
+    def input(self, name: str, shape: list[int], dtype: ov.Type) -> T:
         """A graph input `name` [B, *shape]."""
-        p = op.parameter([-1, *shape], dtype, name=name)
-        named(p, name)
-        self.params.append(p)
-        return out(p)
+        p = param(name, [-1, *shape], dtype)
+        self.params.append(p.node)
+        return p
 
-    def past(self, name: str, shape: list[int], dtype: ov.Type = ov.Type.f32) -> ov.Output:
+    def past(self, name: str, shape: list[int], dtype: ov.Type = ov.Type.f32) -> T:
         """State input `name` [B, *shape]: a parameter, or zeros in the first graph."""
         if self.first:
             zero = op.constant(np.zeros((), dtype=dtype.to_dtype()))
-            return out(op.broadcast(zero, op.concat([self.batch, i64(shape)], 0) if shape else self.batch))
+            return op.broadcast(zero, cat([self.batch, i64(shape)], 0) if shape else self.batch)
         return self.input(STATE + name, shape, dtype)
 
-    def emit(self, name: str, value: ov.Output) -> None:
-        r = op.result(value, name=NEXT + name)
-        named(r, NEXT + name)
-        self.results.append(r)
+    def emit(self, name: str, value: T) -> None:
+        self.results.append(result(value, NEXT + name))
 
-    def tail(self, full: ov.Output, per_frame: int, size: int) -> ov.Output:
+    def tail(self, full: T, per_frame: int, size: int) -> T:
         """The `size` positions of full [B, ·, size + n·per_frame, ...] (axis 2) that end where
         the real frames end: the state the next chunk starts from (a Gather copies, exactly)."""
         if self.first:
-            return out(op.slice(full, i64([-size]), i64([np.iinfo(np.int64).max]), i64([1]), i64([2])))
-        start = op.multiply(self.real, i64(per_frame))  # [B]
-        index = op.add(op.unsqueeze(start, i64([1])), i64(np.arange(size)[None, :]))  # [B, size]
-        return out(op.gather(full, index, i64(2), 1))
+            return full.slice(-size, np.iinfo(np.int64).max, 2)
+        index = (self.real * per_frame).unsqueeze(1) + np.arange(size)[None, :]  # [B, size]
+        return full.gather(index, 2, batch_dims=1)
 
-    def left(self, x: ov.Output, name: str, size: int) -> ov.Output:
-        length = x.get_partial_shape()[2].get_length()  # n frames of length // n samples each
-        full = out(op.concat([self.past(name, [x.get_partial_shape()[1].get_length(), size]), x], 2))
-        self.emit(name, self.tail(full, length // self.frames, size))
+    def left(self, x: T, name: str, size: int) -> T:
+        full = cat([self.past(name, [x.dim(1), size]), x], 2)
+        self.emit(name, self.tail(full, x.dim(2) // self.frames, size))  # n frames of x.dim(2) // n samples
         return full
 
-    def rope(self, x: ov.Output, head_dim: int, theta: float) -> tuple[ov.Output, ov.Output]:
+    def rope(self, x: T, head_dim: int, theta: float) -> tuple[T, T]:
         """In-graph in every graph (the first one too, rather than numpy constants): the
         same cos/sin kernel as the offline graph keeps streaming bit-identical to it."""
-        positions = op.add(op.unsqueeze(self.position, i64([1])), i64(np.arange(self.frames)[None, :]))
-        return rope_tables(positions, head_dim, theta)
+        return rope_tables(self.position.unsqueeze(1) + np.arange(self.frames)[None, :], head_dim, theta)
 
-    def keys(self, name: str, k: ov.Output, v: ov.Output) -> tuple[ov.Output, ov.Output, ov.Output]:
+    def keys(self, name: str, k: T, v: T) -> tuple[T, T, T]:
         """Keys m = 0..cache+n-1 (the cache, then the chunk): query i sees i ≤ m ≤ i+cache,
         and of the cache only the entries that hold a real position (m ≥ cache - position)."""
-        heads, dim = (k.get_partial_shape()[a].get_length() for a in (1, 3))
-        k_all, v_all = (out(op.concat([self.past(f"{name}.{kind}", [heads, self.cache, dim]), new], 2))
+        heads, dim = k.dim(1), k.dim(3)
+        k_all, v_all = (cat([self.past(f"{name}.{kind}", [heads, self.cache, dim]), new], 2)
                         for kind, new in (("key", k), ("value", v)))
         for kind, full in (("key", k_all), ("value", v_all)):
             self.emit(f"{name}.{kind}", self.tail(full, 1, self.cache))
@@ -109,9 +103,9 @@ class StreamContext(Context):
             if self.first:  # position 0: no cache entry is real
                 self._bias = seen_to_bias(op.constant(band[None, None] & (key >= self.cache)[None, None]))
             else:
-                real = op.greater_equal(i64(key), op.subtract(i64(self.cache), op.unsqueeze(self.position, i64([1]))))
-                seen = op.logical_and(op.constant(band[None]), op.unsqueeze(real, i64([1])))  # [B, n, total]
-                self._bias = out(op.unsqueeze(seen_to_bias(seen), i64([1])))
+                real = i64(key) >= i64(self.cache) - self.position.unsqueeze(1)
+                seen = op.constant(band[None]) & real.unsqueeze(1)  # [B, n, total]
+                self._bias = seen_to_bias(seen).unsqueeze(1)
         return k_all, v_all, self._bias
 
 
@@ -119,13 +113,11 @@ def _build(ckpt: Checkpoint, weights: Weights, frames: int, first: bool) -> ov.M
     if frames < 1:
         raise ValueError(f"a codec chunk needs at least one frame, got {frames}")
     spec = ckpt.spec.codec_decoder
-    codes = op.parameter([-1, spec.num_quantizers, frames], ov.Type.i64, name="codes")
-    named(codes, "codes")
-    ctx = StreamContext(codes.output(0), frames, spec.sliding_window, first)
-    pcm = op.result(decode(codes.output(0), ctx, spec, ckpt.codec, weights), name="pcm")
-    named(pcm, "pcm")
+    codes = param("codes", [-1, spec.num_quantizers, frames], ov.Type.i64)
+    ctx = StreamContext(codes, frames, spec.sliding_window, first)
+    pcm = result(decode(codes, ctx, spec, Params(ckpt.codec, weights, "decoder.")), "pcm")
     kind = "first" if first else "steady"
-    model = ov.Model([pcm, *ctx.results], [codes, *ctx.params], f"codec_{kind}_{frames}")
+    model = ov.Model([pcm, *ctx.results], [codes.node, *ctx.params], f"codec_{kind}_{frames}")
     log.info("codec %s graph: %d frames, %d state tensors, %d ops", kind, frames, len(ctx.results),
              len(model.get_ordered_ops()))
     return model

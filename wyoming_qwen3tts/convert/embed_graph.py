@@ -10,42 +10,31 @@ host. `frame_embeds` serves voice-clone reference frames.
 from __future__ import annotations
 
 import openvino as ov
-from openvino import opset13 as op
 
 from ..model.checkpoint import Checkpoint
-from .ops import Weights, i64, linear, silu
+from .expr import T, i64, op, param, result
+from .ops import Params, Weights, linear
 
 
-def _lookup(table: ov.Output, ids: ov.Output) -> ov.Output:
+def _lookup(table: T, ids: T) -> T:
     """Rows of `table` where ids ≥ 0, zeros elsewhere."""
-    valid = op.greater_equal(ids, i64(0))
-    rows = op.gather(table, op.maximum(ids, i64(0)), i64(0))
-    return op.multiply(rows, op.unsqueeze(op.convert(valid, ov.Type.f32), i64([1]))).output(0)
+    valid = ids >= 0
+    return table.gather(op.maximum(ids, i64(0)), 0) * valid.float().unsqueeze(1)
 
 
 def build_embed(ckpt: Checkpoint, weights: Weights) -> ov.Model:
-    store, spec = ckpt.main, ckpt.spec
-    text_ids = op.parameter([-1], ov.Type.i64, name="text_ids")
-    codec_ids = op.parameter([-1], ov.Type.i64, name="codec_ids")
-    frame_codes = op.parameter([-1, spec.talker.num_code_groups], ov.Type.i64, name="frame_codes")
-    text = _lookup(weights(store.get("talker.model.text_embedding.weight")), text_ids)
-    text = linear(silu(linear(text, weights(store.get("talker.text_projection.linear_fc1.weight")),
-                              weights(store.get("talker.text_projection.linear_fc1.bias")))),
-                  weights(store.get("talker.text_projection.linear_fc2.weight")),
-                  weights(store.get("talker.text_projection.linear_fc2.bias")))
+    p, groups = Params(ckpt.main, weights, "talker."), ckpt.spec.talker.num_code_groups
+    inputs = [param("text_ids", [-1], ov.Type.i64), param("codec_ids", [-1], ov.Type.i64),
+              param("frame_codes", [-1, groups], ov.Type.i64)]
+    text_ids, codec_ids, frame_codes = inputs
+    fc1, fc2 = p.text_projection.linear_fc1, p.text_projection.linear_fc2
+    text = _lookup(p.model.text_embedding.matrix(), text_ids)
+    text = linear(op.swish(linear(text, fc1.matrix(), fc1.matrix("bias"))), fc2.matrix(), fc2.matrix("bias"))
     # a projected empty text track is not zero (biases): mask after the projection
-    has_text = op.unsqueeze(op.convert(op.greater_equal(text_ids, i64(0)), ov.Type.f32), i64([1]))
-    codec_table = weights(store.get("talker.model.codec_embedding.weight"))
-    embeds = op.add(op.multiply(text, has_text), _lookup(codec_table, codec_ids))
-    frames = op.gather(codec_table, op.gather(frame_codes, i64(0), i64(1)), i64(0))
-    for g in range(1, spec.talker.num_code_groups):
-        table = weights(store.get(f"talker.code_predictor.model.codec_embedding.{g - 1}.weight"))
-        frames = op.add(frames, op.gather(table, op.gather(frame_codes, i64(g), i64(1)), i64(0)))
-    outputs = []
-    for node, name in ((embeds, "embeds"), (frames, "frame_embeds")):
-        r = op.result(node, name=name)
-        r.output(0).get_tensor().set_names({name})
-        outputs.append(r)
-    for p in (text_ids, codec_ids, frame_codes):
-        p.output(0).get_tensor().set_names({p.get_friendly_name()})
-    return ov.Model(outputs, [text_ids, codec_ids, frame_codes], "embed")
+    has_text = (text_ids >= 0).float().unsqueeze(1)
+    codec_table = p.model.codec_embedding.matrix()
+    embeds = text * has_text + _lookup(codec_table, codec_ids)
+    frames = codec_table.gather(frame_codes.gather(0, 1), 0)
+    for g in range(1, groups):
+        frames = frames + p.code_predictor.model.codec_embedding[g - 1].matrix().gather(frame_codes.gather(g, 1), 0)
+    return ov.Model([result(embeds, "embeds"), result(frames, "frame_embeds")], [t.node for t in inputs], "embed")

@@ -27,12 +27,11 @@ import logging
 
 import numpy as np
 import openvino as ov
-from openvino import opset13 as op
 
 from ..model.checkpoint import Checkpoint, TensorStore
 from ..model.spec import SpeakerEncoderSpec
-from .codec import named
-from .ops import Weights, f32, i64, linear, out
+from .expr import T, cat, f32, i64, op, param, result
+from .ops import Params, Weights, linear
 
 log = logging.getLogger(__name__)
 
@@ -51,110 +50,95 @@ def min_frames(spec: SpeakerEncoderSpec) -> int:
     return max(same_padding(k, d)[1] for k, d in zip(spec.kernel_sizes, spec.dilations)) + 1
 
 
-class Builder:
-    """The graph's blocks, reading weights by name from one TensorStore."""
+# ------------------------------------------------------------------------------- primitives
 
-    def __init__(self, spec: SpeakerEncoderSpec, store: TensorStore, weights: Weights) -> None:
-        self.spec, self.store, self.w = spec, store, weights
-
-    # ----------------------------------------------------------------------- primitives
-
-    def conv(self, x: ov.Output, prefix: str, dilation: int = 1) -> ov.Output:
-        """Conv1d(padding="same", padding_mode="reflect") + bias on x [B, T, C_in] -> [B, T, C_out]:
-        y[t] = Σ_j W[:, :, j] · xpad[t + j·dilation] + b, as one MatMul over the k taps
-        concatenated on the channels."""
-        weight = self.store.get(prefix + "weight")  # torch [out, in, k]
-        k = weight.shape[-1]
-        if k > 1:
-            left, right = same_padding(k, dilation)
-            x = out(op.pad(x, i64([0, left, 0]), i64([0, right, 0]), "reflect"))
-            x = out(op.concat([shifted(x, j * dilation, left + right) for j in range(k)], axis=2))
-        w2d = weight.transpose(0, 2, 1).reshape(weight.shape[0], -1)  # [out, k·in], tap-major like x
-        return linear(x, self.w(w2d), f32(self.store.get(prefix + "bias")))
-
-    def tdnn(self, x: ov.Output, prefix: str, dilation: int = 1) -> ov.Output:
-        """TimeDelayNetBlock: conv + ReLU."""
-        return out(op.relu(self.conv(x, prefix + "conv.", dilation)))
-
-    def pointwise(self, x: ov.Output, prefix: str) -> ov.Output:
-        """A 1×1 conv on a single frame, as a MatMul: x [B, C_in] -> [B, C_out]."""
-        weight = self.store.get(prefix + "weight")
-        return linear(x, self.w(weight[:, :, 0]), f32(self.store.get(prefix + "bias")))
-
-    # ----------------------------------------------------------------------- blocks
-
-    def res2net(self, x: ov.Output, prefix: str, dilation: int) -> ov.Output:
-        """Res2NetBlock: part 0 passes through, part 1 gets a TDNN, part i ≥ 2 a TDNN of
-        (part i + output of part i-1); the outputs are concatenated back."""
-        scale = self.spec.res2net_scale
-        parts = op.split(x, i64(2), scale).outputs()
-        outputs = [parts[0]]
-        for i in range(1, scale):
-            inp = parts[i] if i == 1 else out(op.add(parts[i], outputs[-1]))
-            outputs.append(self.tdnn(inp, f"{prefix}blocks.{i - 1}.", dilation))
-        return out(op.concat(outputs, axis=2))
-
-    def squeeze_excitation(self, x: ov.Output, prefix: str) -> ov.Output:
-        """x · sigmoid(conv2(relu(conv1(mean over time of x)))), per channel."""
-        s = op.reduce_mean(x, i64([1]), keep_dims=False)  # [B, C]
-        s = op.relu(self.pointwise(s, prefix + "conv1."))
-        s = op.sigmoid(self.pointwise(s, prefix + "conv2."))
-        return out(op.multiply(x, op.unsqueeze(s, i64([1]))))
-
-    def se_res2net(self, x: ov.Output, prefix: str, dilation: int) -> ov.Output:
-        """SqueezeExcitationRes2NetBlock: TDNN k1 → Res2Net → TDNN k1 → SE, plus the input."""
-        h = self.tdnn(x, prefix + "tdnn1.")
-        h = self.res2net(h, prefix + "res2net_block.", dilation)
-        h = self.tdnn(h, prefix + "tdnn2.")
-        h = self.squeeze_excitation(h, prefix + "se_block.")
-        return out(op.add(h, x))
-
-    def attentive_pooling(self, x: ov.Output, prefix: str) -> ov.Output:
-        """AttentiveStatisticsPooling without padding masks (the official forward builds an
-        all-ones mask: every row is one full-length clip): x [B, T, C] -> [B, 2C] = [mean, std].
-
-        The attention sees x next to its global mean and std (uniform weights 1/T); the
-        statistics are then recomputed with the softmax weights over time. Both std's are
-        sqrt(max(Σ w·(x - mean)², eps))."""
-        mean, std = statistics(x, None)
-        context = [out(op.broadcast(op.unsqueeze(s, i64([1])), op.shape_of(x))) for s in (mean, std)]
-        attention = self.tdnn(out(op.concat([x, *context], axis=2)), prefix + "tdnn.")
-        attention = self.conv(out(op.tanh(attention)), prefix + "conv.")
-        attention = out(op.softmax(attention, 1))
-        mean, std = statistics(x, attention)
-        return out(op.concat([mean, std], axis=1))
-
-    def encode(self, mels: ov.Output) -> ov.Output:
-        """mels [B, T, mel_dim] -> x-vector [B, enc_dim]."""
-        spec = self.spec
-        x = self.tdnn(mels, P + "blocks.0.", spec.dilations[0])  # channels stay last throughout
-        hidden = []
-        for i in range(1, len(spec.channels) - 1):
-            x = self.se_res2net(x, f"{P}blocks.{i}.", spec.dilations[i])
-            hidden.append(x)
-        x = self.tdnn(out(op.concat(hidden, axis=2)), P + "mfa.", spec.dilations[-1])
-        pooled = self.attentive_pooling(x, P + "asp.")
-        return self.pointwise(pooled, P + "fc.")
+def conv(x: T, p: Params, dilation: int = 1) -> T:
+    """Conv1d(padding="same", padding_mode="reflect") + bias on x [B, T, C_in] -> [B, T, C_out]:
+    y[t] = Σ_j W[:, :, j] · xpad[t + j·dilation] + b, as one MatMul over the k taps
+    concatenated on the channels."""
+    weight = p.array("weight")  # torch [out, in, k]
+    k = weight.shape[-1]
+    if k > 1:
+        left, right = same_padding(k, dilation)
+        x = op.pad(x, i64([0, left, 0]), i64([0, right, 0]), "reflect")
+        x = cat([shifted(x, j * dilation, left + right) for j in range(k)], 2)
+    w2d = weight.transpose(0, 2, 1).reshape(weight.shape[0], -1)  # [out, k·in], tap-major like x
+    return linear(x, p.weights(w2d), p.const("bias"))
 
 
-def shifted(x: ov.Output, start: int, total: int) -> ov.Output:
+def tdnn(x: T, p: Params, dilation: int = 1) -> T:
+    """TimeDelayNetBlock: conv + ReLU."""
+    return op.relu(conv(x, p.conv, dilation))
+
+
+def pointwise(x: T, p: Params) -> T:
+    """A 1×1 conv on a single frame, as a MatMul: x [B, C_in] -> [B, C_out]."""
+    return linear(x, p.weights(p.array("weight")[:, :, 0]), p.const("bias"))
+
+
+def shifted(x: T, start: int, total: int) -> T:
     """Frames start .. start + T - 1 of x [B, T + total, C] padded by `total` frames."""
-    stop = start - total if start < total else np.iinfo(np.int64).max
-    return out(op.slice(x, i64([start]), i64([stop]), i64([1]), i64([1])))
+    return x.slice(start, start - total if start < total else np.iinfo(np.int64).max, 1)
 
 
-def statistics(x: ov.Output, weights: ov.Output | None) -> tuple[ov.Output, ov.Output]:
+def statistics(x: T, weights: T | None) -> tuple[T, T]:
     """Weighted mean and std over time of x [B, T, C] -> two [B, C]; weights [B, T, C] sum
     to one over time, None means uniform (1/T) as in the official global context."""
     if weights is None:
-        mean = op.reduce_mean(x, i64([1]), keep_dims=True)
-        var = op.reduce_mean(op.power(op.subtract(x, mean), f32(2.0)), i64([1]), keep_dims=False)
+        mean = x.mean(1, keepdim=True)
+        var = ((x - mean) ** 2.0).mean(1)
     else:
-        mean = op.reduce_sum(op.multiply(weights, x), i64([1]), keep_dims=True)
-        var = op.reduce_sum(op.multiply(weights, op.power(op.subtract(x, mean), f32(2.0))), i64([1]),
-                            keep_dims=False)
+        mean = (weights * x).sum(1, keepdim=True)
+        var = (weights * (x - mean) ** 2.0).sum(1)
     std = op.sqrt(op.maximum(var, f32(STATS_EPS)))
-    return out(op.squeeze(mean, i64([1]))), out(std)
+    return mean.squeeze(1), std
+
+
+# ------------------------------------------------------------------------------- blocks
+
+def res2net(x: T, p: Params, scale: int, dilation: int) -> T:
+    """Res2NetBlock: part 0 passes through, part 1 gets a TDNN, part i ≥ 2 a TDNN of
+    (part i + output of part i-1); the outputs are concatenated back."""
+    parts = x.chunk(scale, 2)
+    outputs = [parts[0]]
+    for i in range(1, scale):
+        outputs.append(tdnn(parts[i] if i == 1 else parts[i] + outputs[-1], p.blocks[i - 1], dilation))
+    return cat(outputs, 2)
+
+
+def squeeze_excitation(x: T, p: Params) -> T:
+    """x · sigmoid(conv2(relu(conv1(mean over time of x)))), per channel."""
+    s = op.sigmoid(pointwise(op.relu(pointwise(x.mean(1), p.conv1)), p.conv2))  # [B, C]
+    return x * s.unsqueeze(1)
+
+
+def se_res2net(x: T, p: Params, scale: int, dilation: int) -> T:
+    """SqueezeExcitationRes2NetBlock: TDNN k1 → Res2Net → TDNN k1 → SE, plus the input."""
+    h = tdnn(res2net(tdnn(x, p.tdnn1), p.res2net_block, scale, dilation), p.tdnn2)
+    return squeeze_excitation(h, p.se_block) + x
+
+
+def attentive_pooling(x: T, p: Params) -> T:
+    """AttentiveStatisticsPooling without padding masks (the official forward builds an
+    all-ones mask: every row is one full-length clip): x [B, T, C] -> [B, 2C] = [mean, std].
+
+    The attention sees x next to its global mean and std (uniform weights 1/T); the
+    statistics are then recomputed with the softmax weights over time. Both std's are
+    sqrt(max(Σ w·(x - mean)², eps))."""
+    context = [op.broadcast(s.unsqueeze(1), op.shape_of(x)) for s in statistics(x, None)]
+    attention = conv(op.tanh(tdnn(cat([x, *context], 2), p.tdnn)), p.conv).softmax(1)
+    return cat(statistics(x, attention), 1)
+
+
+def encode(mels: T, spec: SpeakerEncoderSpec, p: Params) -> T:
+    """mels [B, T, mel_dim] -> x-vector [B, enc_dim]; channels stay last throughout."""
+    x = tdnn(mels, p.blocks[0], spec.dilations[0])
+    hidden = []
+    for i in range(1, len(spec.channels) - 1):
+        x = se_res2net(x, p.blocks[i], spec.res2net_scale, spec.dilations[i])
+        hidden.append(x)
+    x = tdnn(cat(hidden, 2), p.mfa, spec.dilations[-1])
+    return pointwise(attentive_pooling(x, p.asp), p.fc)
 
 
 def check_spec(spec: SpeakerEncoderSpec, store: TensorStore) -> None:
@@ -190,12 +174,9 @@ def build_speaker_encoder(ckpt: Checkpoint, weights: Weights) -> ov.Model:
     if spec is None:
         raise ValueError(f"{ckpt.root} is a {ckpt.spec.model_type} model: only Base models have a speaker encoder")
     check_spec(spec, ckpt.main)
-    mels = op.parameter([-1, -1, spec.mel_dim], ov.Type.f32, name="mels")
-    named(mels, "mels")
-    xvector = Builder(spec, ckpt.main, weights).encode(out(mels))
-    result = op.result(xvector, name="xvector")
-    named(result, "xvector")
-    model = ov.Model([result], [mels], "speaker_encoder")
+    mels = param("mels", [-1, -1, spec.mel_dim], ov.Type.f32)
+    xvector = encode(mels, spec, Params(ckpt.main, weights, P))
+    model = ov.Model([result(xvector, "xvector")], [mels.node], "speaker_encoder")
     log.info("speaker encoder graph: %d -> %d, channels %s, %s weights", spec.mel_dim, spec.enc_dim,
              list(spec.channels), weights.fmt)
     return model

@@ -20,11 +20,12 @@ import logging
 
 import numpy as np
 import openvino as ov
-from openvino import opset13 as op
+from openvino import opset13
 from openvino.op.util import Variable, VariableInfo
 
 from ..model.checkpoint import Checkpoint
-from .ops import Weights, i64, linear, rms_norm, rope_tables
+from .expr import T, cat, i64, op, param, result
+from .ops import Params, Weights, linear, rms_norm, rope_tables
 from .transformer import LayerWeights, decoder_layer
 
 log = logging.getLogger(__name__)
@@ -33,53 +34,42 @@ log = logging.getLogger(__name__)
 class _StatefulCache:
     """Per-layer KV variables in the HF stateful export form."""
 
-    def __init__(self, batch: ov.Output, beam_idx: ov.Output, kv_heads: int, head_dim: int) -> None:
+    def __init__(self, batch: T, beam_idx: T, kv_heads: int, head_dim: int) -> None:
         self.beam_idx = beam_idx
         self.kv_heads, self.head_dim = kv_heads, head_dim
-        shape = op.concat([batch, i64([kv_heads, 0, head_dim])], axis=0)
+        shape = cat([batch, i64([kv_heads, 0, head_dim])], 0)
         self.init = op.broadcast(op.constant(np.float32(0)), shape)
         self.sinks: list[ov.Node] = []
 
-    def _state(self, name: str, new: ov.Output) -> ov.Output:
+    def _state(self, name: str, new: T) -> T:
         info = VariableInfo()
         info.variable_id = name
         info.data_type = ov.Type.f32
         info.data_shape = ov.PartialShape([-1, self.kv_heads, -1, self.head_dim])
         variable = Variable(info)
-        past = op.gather(op.read_value(self.init, variable), self.beam_idx, i64(0))
-        full = op.concat([past, new], axis=2)
-        self.sinks.append(op.assign(full, variable))
-        return full.output(0)
+        full = cat([op.read_value(self.init, variable).gather(self.beam_idx, 0), new], 2)
+        self.sinks.append(opset13.assign(full.node, variable))
+        return full
 
-    def __call__(self, layer: int, k: ov.Output, v: ov.Output) -> tuple[ov.Output, ov.Output]:
+    def __call__(self, layer: int, k: T, v: T) -> tuple[T, T]:
         return self._state(f"past_key_values.{layer}.key", k), self._state(f"past_key_values.{layer}.value", v)
 
 
 def build_talker_stateful(ckpt: Checkpoint, weights: Weights) -> ov.Model:
     """The talker transformer, final norm and codec head as a stateful model."""
-    s, store = ckpt.spec.talker.stack, ckpt.main
-    embeds = op.parameter([-1, -1, s.hidden_size], ov.Type.f32, name="inputs_embeds")
-    positions = op.parameter([-1, -1], ov.Type.i64, name="position_ids")
-    beam_idx = op.parameter([-1], ov.Type.i32, name="beam_idx")
-    sample_rows = op.parameter([-1], ov.Type.i64, name="sample_rows")
+    s, p = ckpt.spec.talker.stack, Params(ckpt.main, weights, "talker.")
+    inputs = [param("inputs_embeds", [-1, -1, s.hidden_size], ov.Type.f32),
+              param("position_ids", [-1, -1], ov.Type.i64), param("beam_idx", [-1], ov.Type.i32),
+              param("sample_rows", [-1], ov.Type.i64)]
+    x, positions, beam_idx, sample_rows = inputs
     cos, sin = rope_tables(positions, s.head_dim, s.rope_theta)
-    batch = op.gather(op.shape_of(embeds), i64([0]), i64(0))
-    cache = _StatefulCache(batch.output(0), beam_idx.output(0), s.num_kv_heads, s.head_dim)
-    x = embeds.output(0)
+    cache = _StatefulCache(x.batch(), beam_idx, s.num_kv_heads, s.head_dim)
     for i in range(s.num_layers):
-        lw = LayerWeights.load(store, f"talker.model.layers.{i}.", weights)
-        x = decoder_layer(x, lw, s, cos, sin, i, cache, causal=True)
-    x = rms_norm(x, op.constant(store.get("talker.model.norm.weight")).output(0), s.rms_norm_eps)
-    rows = op.gather(op.reshape(x, i64([-1, s.hidden_size]), special_zero=False), sample_rows, i64(0))
-    logits = linear(rows, weights(store.get("talker.codec_head.weight")))
-    hidden = op.result(rows, name="hidden")
-    hidden.output(0).get_tensor().set_names({"hidden"})
-    result = op.result(logits, name="logits")
-    result.output(0).get_tensor().set_names({"logits"})
-    for p, name in ((embeds, "inputs_embeds"), (positions, "position_ids"), (beam_idx, "beam_idx"),
-                    (sample_rows, "sample_rows")):
-        p.output(0).get_tensor().set_names({name})
-    return ov.Model([result, hidden], cache.sinks, [embeds, positions, beam_idx, sample_rows], "talker")
+        x = decoder_layer(x, LayerWeights.load(p.model.layers[i]), s, cos, sin, i, cache, causal=True)
+    x = rms_norm(x, p.model.norm.const(), s.rms_norm_eps)
+    rows = x.reshape(-1, s.hidden_size, special_zero=False).gather(sample_rows, 0)
+    logits = linear(rows, p.codec_head.matrix())
+    return ov.Model([result(logits, "logits"), result(rows, "hidden")], cache.sinks, [t.node for t in inputs], "talker")
 
 
 def build_talker(ckpt: Checkpoint, weights: Weights) -> ov.Model:

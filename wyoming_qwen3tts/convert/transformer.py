@@ -12,61 +12,43 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
-import openvino as ov
-from openvino import opset13 as op
 
-from ..model.checkpoint import TensorStore
 from ..model.spec import LayerStackSpec
-from .ops import (
-    Weights,
-    apply_rope,
-    explicit_attention,
-    i64,
-    linear,
-    merge_heads,
-    repeat_kv,
-    rms_norm,
-    split_heads,
-    swiglu,
-    to_bhtd,
-)
+from .expr import T, op
+from .ops import Params, apply_rope, explicit_attention, linear, merge_heads, repeat_kv, rms_norm, split_heads, swiglu
 
 # (layer index, new keys [B,Hkv,T,D], new values) -> (all keys, all values) incl. the past
-KVCache = Callable[[int, ov.Output, ov.Output], tuple[ov.Output, ov.Output]]
+KVCache = Callable[[int, T, T], tuple[T, T]]
 
 
 @dataclass
 class LayerWeights:
     """One layer's weights; q/k/v and gate/up are stored as one matrix each, so a step makes
     3 matrix products per layer instead of 7 (each output row is the same dot product as
-    with separate matrices)."""
+    with separate matrices). Norms stay f32: tiny and precision-sensitive."""
 
-    input_norm: ov.Output
-    qkv: ov.Output  # [q; k; v] rows
-    o: ov.Output
-    q_norm: ov.Output
-    k_norm: ov.Output
-    post_norm: ov.Output
-    gate_up: ov.Output  # [gate; up] rows
-    down: ov.Output
+    input_norm: T
+    qkv: T  # [q; k; v] rows
+    o: T
+    q_norm: T
+    k_norm: T
+    post_norm: T
+    gate_up: T  # [gate; up] rows
+    down: T
 
     @classmethod
-    def load(cls, store: TensorStore, prefix: str, weights: Weights) -> LayerWeights:
-        def w(*names: str) -> ov.Output:
-            return weights(np.concatenate([store.get(prefix + name) for name in names]))
+    def load(cls, p: Params) -> LayerWeights:
+        def stacked(*names: str) -> T:
+            return p.weights(np.concatenate([p.array(f"{name}.weight") for name in names]))
 
-        def norm(name: str) -> ov.Output:  # norms stay f32: tiny and precision-sensitive
-            return op.constant(store.get(prefix + name)).output(0)
-
-        return cls(norm("input_layernorm.weight"),
-                   w("self_attn.q_proj.weight", "self_attn.k_proj.weight", "self_attn.v_proj.weight"),
-                   w("self_attn.o_proj.weight"), norm("self_attn.q_norm.weight"), norm("self_attn.k_norm.weight"),
-                   norm("post_attention_layernorm.weight"), w("mlp.gate_proj.weight", "mlp.up_proj.weight"),
-                   w("mlp.down_proj.weight"))
+        attn = p.self_attn
+        return cls(p.input_layernorm.const(), stacked("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
+                   attn.o_proj.matrix(), attn.q_norm.const(), attn.k_norm.const(), p.post_attention_layernorm.const(),
+                   stacked("mlp.gate_proj", "mlp.up_proj"), p.mlp.down_proj.matrix())
 
 
-def decoder_layer(x: ov.Output, lw: LayerWeights, s: LayerStackSpec, cos: ov.Output, sin: ov.Output,
-                  layer: int, cache: KVCache, causal: bool, fused: bool = True) -> ov.Output:
+def decoder_layer(x: T, lw: LayerWeights, s: LayerStackSpec, cos: T, sin: T, layer: int, cache: KVCache,
+                  causal: bool, fused: bool = True) -> T:
     """One pre-norm layer on x [B, T, H].
 
     fused=True writes attention and RoPE in the forms the plugins fuse (the paged-attention
@@ -74,23 +56,21 @@ def decoder_layer(x: ov.Output, lw: LayerWeights, s: LayerStackSpec, cos: ov.Out
     (MatMul/Softmax, Gather-based rotate_half): the code predictor needs that, because the
     CPU plugin's fused RoPE gave wrong codes with its constant positions (OpenVINO
     2026.4.1, seen only after an IR round trip), and over ≤16 positions it costs nothing."""
-    h = rms_norm(x, lw.input_norm, s.rms_norm_eps)
-    q_width, kv_width = s.num_heads * s.head_dim, s.num_kv_heads * s.head_dim
-    q, k, v = op.variadic_split(linear(h, lw.qkv), i64(-1), i64([q_width, kv_width, kv_width])).outputs()
-    q = apply_rope(to_bhtd(rms_norm(split_heads(q, s.num_heads, s.head_dim), lw.q_norm, s.rms_norm_eps)),
-                   cos, sin, s.head_dim, fused)
-    k = apply_rope(to_bhtd(rms_norm(split_heads(k, s.num_kv_heads, s.head_dim), lw.k_norm, s.rms_norm_eps)),
-                   cos, sin, s.head_dim, fused)
-    v = to_bhtd(split_heads(v, s.num_kv_heads, s.head_dim))
-    k_all, v_all = cache(layer, k, v)
+    d, eps = s.head_dim, s.rms_norm_eps
+
+    def heads(t: T, n: int, norm: T) -> T:  # [B, T, n·D] -> normed per head, rotated [B, n, T, D]
+        return apply_rope(rms_norm(split_heads(t, n, d), norm, eps).transpose(0, 2, 1, 3), cos, sin, d, fused)
+
+    q, k, v = linear(rms_norm(x, lw.input_norm, eps), lw.qkv).split(
+        [s.num_heads * d, s.num_kv_heads * d, s.num_kv_heads * d], -1)
+    q, k = heads(q, s.num_heads, lw.q_norm), heads(k, s.num_kv_heads, lw.k_norm)
+    k, v = cache(layer, k, split_heads(v, s.num_kv_heads, d).transpose(0, 2, 1, 3))
     groups = s.num_heads // s.num_kv_heads
-    k_all = repeat_kv(k_all, groups, s.num_heads, s.head_dim)
-    v_all = repeat_kv(v_all, groups, s.num_heads, s.head_dim)
-    scale = op.constant(np.float32(1.0 / np.sqrt(s.head_dim)))
+    k, v = repeat_kv(k, groups, s.num_heads, d), repeat_kv(v, groups, s.num_heads, d)
+    scale = op.constant(np.float32(1.0 / np.sqrt(d)))
     if fused:
-        attn = op.scaled_dot_product_attention(q, k_all, v_all, scale=scale, causal=causal)
+        attn = op.scaled_dot_product_attention(q, k, v, scale=scale, causal=causal)
     else:
-        attn = explicit_attention(q, k_all, v_all, scale, causal)
-    x = op.add(x, linear(merge_heads(attn, s.num_heads * s.head_dim), lw.o))
-    h = rms_norm(x, lw.post_norm, s.rms_norm_eps)
-    return op.add(x, swiglu(h, lw.gate_up, lw.down)).output(0)
+        attn = explicit_attention(q, k, v, scale, causal)
+    x = x + linear(merge_heads(attn, s.num_heads * d), lw.o)
+    return x + swiglu(rms_norm(x, lw.post_norm, eps), lw.gate_up, lw.down)
