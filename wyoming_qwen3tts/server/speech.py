@@ -70,6 +70,13 @@ class _Sentence:
     utterance: Utterance | None = None
     stream: AudioStream | None = None
 
+    @property
+    def started_stream(self) -> AudioStream:
+        """The engine request's stream: a sentence in flight has one."""
+        if self.stream is None:
+            raise RuntimeError("the sentence has not been started")
+        return self.stream
+
 
 class SpeechError(Exception):
     """A failure to report to the client as an error event with a stable code."""
@@ -148,17 +155,17 @@ class Speech:
         if end:
             self._open = None
         if item.utterance is not None:
-            self._feed(item, text)
+            self._feed(item.utterance, text, item.closed)
         elif self._running:
             self._top_up()
         self._changed.set()
 
-    def _feed(self, item: _Sentence, text: str) -> None:
+    def _feed(self, utterance: Utterance, text: str, closed: bool) -> None:
         try:
             if text:
-                item.utterance.append(text)
-            if item.closed:
-                item.utterance.finish()
+                utterance.append(text)
+            if closed:
+                utterance.finish()
         except Exception as e:  # a tokenizer bug must still end the response
             log.exception("%s: failed to feed the text", self._label)
             self.fail(SpeechError(f"synthesis failed: {e}", "SynthesisFailed"))
@@ -199,19 +206,21 @@ class Speech:
         sentence waits for the one being sent to have its first audio: started together,
         both prompts would be prefilled in the same step, before that first audio. Without
         word-level feeding a sentence starts once complete."""
+        synth = self._synth
+        assert synth is not None  # run() has it before it starts sentences
         while self._failed is None and self._pending and len(self._inflight) < LOOKAHEAD and (
-                not self._inflight or "first_audio" in self._inflight[-1].stream.marks):
+                not self._inflight or "first_audio" in self._inflight[-1].started_stream.marks):
             item = self._pending[0]
-            if self._synth.open is None and not item.closed:
+            if synth.open is None and not item.closed:
                 return
             self._pending.popleft()
             try:
-                if self._synth.open is None:
-                    item.stream = self._synth.submit(item.text)
+                if synth.open is None:
+                    item.stream = synth.submit(item.text)
                 else:
-                    item.utterance = self._synth.open()
-                    item.stream = item.utterance.stream
-                    self._feed(item, item.text)
+                    utterance = item.utterance = synth.open()
+                    item.stream = utterance.stream
+                    self._feed(utterance, item.text, item.closed)
                 self._inflight.append(item)
                 self.timing.mark("submitted")
             except (EngineError, ValueError) as e:
@@ -223,7 +232,7 @@ class Speech:
     def _cancel_all(self) -> None:
         self._pending.clear()
         while self._inflight:
-            self._inflight.popleft().stream.cancel()
+            self._inflight.popleft().started_stream.cancel()
 
     async def run(self) -> None:
         """Write the response; on cancellation (client gone) abort what is in the engine.
@@ -290,7 +299,8 @@ class Speech:
     async def _play(self, item: _Sentence) -> None:
         """Write a sentence's audio as it is decoded; its start is held while the holdback
         predicts it would run dry (bounded by its max_s from the first chunk)."""
-        stream, chunks = item.stream, aiter(item.stream)
+        stream = item.started_stream
+        chunks = aiter(stream)
         held: list[np.ndarray] = []
         holding = self._holdback.max_s > 0
         first = 0.0
@@ -328,7 +338,7 @@ class Speech:
         """Whether a held start can play without running dry before its sentence's end, at the
         rate the engine makes its frames (holdback.py), counting the audio the client has not
         played yet; or has been held for the bound."""
-        now, stream = time.monotonic(), item.stream
+        now, stream = time.monotonic(), item.started_stream
         if now - first >= self._holdback.max_s:
             return True
         wait = self._holdback.wait_s(stream.frames, now - stream.marks.get("first_audio", now),
