@@ -20,6 +20,7 @@ from pathlib import Path
 import numpy as np
 import oracle  # first: stubs the unused 25 Hz deps
 import pytest
+from generate import generate_codes
 from signals import read_wav, speech_like, write_float_wav
 from test_server import Server
 from wyoming.client import AsyncClient
@@ -32,7 +33,6 @@ from wyoming_qwen3tts.convert.pipeline import convert
 from wyoming_qwen3tts.engine.audio import to_int16
 from wyoming_qwen3tts.engine.config import EngineConfig
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
-from wyoming_qwen3tts.engine.runner import generate_codes
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler
 from wyoming_qwen3tts.model.manifest import MANIFEST, ConvertedModelError, read_converted
@@ -78,7 +78,7 @@ def official(base) -> OfficialClone:
 
 @pytest.fixture(scope="module")
 def model(base) -> LoadedModel:
-    return LoadedModel(base[1], precision="f32", kv_precision="f32", chunks=(1, 8))
+    return LoadedModel(base[1], precision="f32", kv_precision="f32")
 
 
 @pytest.fixture(scope="module")
@@ -271,7 +271,7 @@ def test_in_context_cloning_needs_the_transcript(model, reference):
 
 
 def test_only_base_models_clone(converted_factory):
-    other = LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", chunks=(1, 8))
+    other = LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32")
     with pytest.raises(CloneError, match="needs a Base model"):
         Cloner(other)
 

@@ -12,11 +12,11 @@ import numpy as np
 import oracle  # (first: registers stand-ins before qwen_tts is imported)
 import pytest
 import torch
+from generate import generate_codes
 from qwen_tts.inference.qwen3_tts_model import VoiceClonePromptItem
 
 from wyoming_qwen3tts.convert.pipeline import convert
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
-from wyoming_qwen3tts.engine.runner import generate_codes
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.model.prompt import VoiceRequest
 

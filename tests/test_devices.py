@@ -225,11 +225,11 @@ def test_the_model_and_the_native_runner_get_each_graphs_precision(converted_fac
     model_dir = converted_factory("tiny", "custom_voice", "int8")
     expected = fastest_precision("CPU", device_capabilities(ov.Core(), "CPU"))
     with caplog.at_level(logging.INFO):
-        model = LoadedModel(model_dir, precision="auto", kv_precision="u8", runner="native")
+        model = LoadedModel(model_dir, precision="auto", kv_precision="u8")
     assert model.precisions == {"talker": "f32", "subcode": "f32", "decoder": expected}
     assert f"talker CPU f32, subcode CPU f32, decoder CPU {expected} (precision auto" in caplog.text
     native.NativeRunner(model, EngineConfig(), ChunkSchedule(1, 8, False))
-    exact = LoadedModel(model_dir, precision="f32", kv_precision="u8", runner="native")
+    exact = LoadedModel(model_dir, precision="f32", kv_precision="u8")
     assert exact.precisions == {"talker": "f32", "subcode": "f32", "decoder": "f32"}
     native.NativeRunner(exact, EngineConfig(), ChunkSchedule(1, 8, False))
     (auto, f32) = captured

@@ -41,8 +41,8 @@ def model_dir(converted_factory, tmp_path) -> Path:
 
 
 def test_native_runner_keeps_no_ir_page_resident(model_dir):
-    model = LoadedModel(model_dir, precision="f32", kv_precision="u8", chunks=(1, 8), runner="native")
-    engine = Scheduler(model, EngineConfig(kv_blocks=16, max_frames=12, runner="native"))
+    model = LoadedModel(model_dir, precision="f32", kv_precision="u8")
+    engine = Scheduler(model, EngineConfig(kv_blocks=16, max_frames=12))
     try:
         bins = [f"{g}.bin" for g in RUNNER_GRAPHS]
         resident = resident_kb(model_dir)

@@ -30,8 +30,7 @@ CONFIG = EngineConfig(kv_blocks=64, prefill_chunk=8, steady_chunk=8, max_frames=
 
 @pytest.fixture(scope="module")
 def model(converted_factory):
-    return LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8",
-                       chunks=(1, 8))
+    return LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8")
 
 
 def run(model: LoadedModel, runner: str, requests: list) -> list[tuple]:
@@ -82,7 +81,7 @@ def test_native_and_python_runners_give_the_same_codes_and_audio(model, count):
 
 
 def test_native_runner_reports_bad_input_like_the_python_one(model):
-    sched = Scheduler(model, EngineConfig(kv_blocks=1, runner="native"))
+    sched = Scheduler(model, EngineConfig(kv_blocks=1))
     try:
         with pytest.raises(ValueError, match="does not fit the KV cache"):
             sched.submit(VoiceRequest("word " * 60, "english", "ryan"))
@@ -107,10 +106,9 @@ def test_runners_freed_by_the_collector_on_another_thread_while_another_engine_i
     whatever that thread was doing, while another engine's step is inside OpenVINO: nothing
     crashes, and the other engine's numbers do not change."""
     def load() -> LoadedModel:  # one each: a model's prompt embedding serves one thread
-        return LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8",
-                           chunks=(1, 8), runner="native")
+        return LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8")
 
-    config = replace(CONFIG, runner="native")
+    config = replace(CONFIG)
     model, other = load(), load()
     busy = Scheduler(other, config).start()
     stop, codes, errors = threading.Event(), [], []

@@ -27,8 +27,7 @@ VOICE = VoiceRequest("", "english", "ryan")
 @pytest.fixture(scope="module")
 def model(converted_factory):
     """One inference thread: a sequence's numbers then do not depend on its batch."""
-    return LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8",
-                       chunks=(1, 8), threads=1)
+    return LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8", threads=1)
 
 
 @pytest.fixture(scope="module")

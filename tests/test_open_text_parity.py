@@ -85,7 +85,7 @@ def models(checkpoint_factory, tmp_path_factory):
         if variant not in cache:
             src = checkpoint_factory("tiny", variant, dtype="float32")
             out = convert(src, tmp_path_factory.mktemp("ov") / f"tiny-{variant}", weights="fp32")
-            cache[variant] = (Official(src), LoadedModel(out, precision="f32", kv_precision="f32", chunks=(1, 8)))
+            cache[variant] = (Official(src), LoadedModel(out, precision="f32", kv_precision="f32"))
         return cache[variant]
 
     return get

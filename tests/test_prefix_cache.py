@@ -28,15 +28,13 @@ TEXTS = ("Hello there, how are you today?", "Turn on the kitchen lights.", "Shor
 @pytest.fixture(scope="module")
 def exact(converted_factory):
     """The exact path: f32 inference and an f32 KV cache."""
-    return LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="f32",
-                       chunks=(1, 8))
+    return LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="f32")
 
 
 @pytest.fixture(scope="module")
 def u8(converted_factory):
     """The default KV cache (u8), one thread: a sequence's numbers do not depend on its batch."""
-    return LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8",
-                       chunks=(1, 8), threads=1)
+    return LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8", threads=1)
 
 
 def greedy(model: LoadedModel, seed: int | None = None) -> SamplingParams:
@@ -121,12 +119,12 @@ def test_prefix_len_ends_where_the_text_begins(u8):
 
 
 def test_prefix_len_of_instructs_and_clones(converted_factory):
-    instructed = LoadedModel(converted_factory("tiny-1.7b", "custom_voice", "int8"), runner="native")
+    instructed = LoadedModel(converted_factory("tiny-1.7b", "custom_voice", "int8"))
     voice = VoiceRequest("Hi there.", "english", "ryan", instruct="Speak slowly.")
     prompt = instructed.prompt(voice)
     instruct = len(instructed.tokenizer.encode("<|im_start|>user\nSpeak slowly.<|im_end|>\n"))
     assert prompt.prefix_len == instruct + 9 and prompt.text_ids[prompt.prefix_len] >= 0
-    base = LoadedModel(converted_factory("tiny", "base", "int8"), runner="native")
+    base = LoadedModel(converted_factory("tiny", "base", "int8"))
     vector = np.ones(64, np.float32)
     assert base.prompt(VoiceRequest("Hi.", "english", speaker_vector=vector)).prefix_len == 9
     icl = base.prompt(VoiceRequest("Hi.", "english", speaker_vector=vector, ref_text="Reference words.",
@@ -235,7 +233,7 @@ def test_voices_languages_and_speaker_vectors_have_entries_of_their_own(u8, conv
         assert [cached > 0 for cached, _ in engine.started] == [False] * 4 + [True] * 6
     finally:
         engine.close()
-    base = LoadedModel(converted_factory("tiny", "base", "int8"), precision="f32", kv_precision="u8", chunks=(1, 8))
+    base = LoadedModel(converted_factory("tiny", "base", "int8"), precision="f32", kv_precision="u8")
     engine = Engine(base, runner)
     try:
         rng = np.random.default_rng(0)

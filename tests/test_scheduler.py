@@ -29,8 +29,7 @@ REQUESTS = [  # (text, language, speaker, seed or None for greedy)
 
 @pytest.fixture(scope="module")
 def model(converted_factory):
-    return LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8",
-                       chunks=(1, 8))
+    return LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8")
 
 
 def params_for(model: LoadedModel, seed: int | None) -> SamplingParams:
@@ -60,7 +59,7 @@ def test_eight_concurrent_requests_give_the_audio_each_gives_alone(converted_fac
     adds per-thread partial sums in an order that depends on the batch (last-bit changes
     that flat random-weight logits turn into different greedy codes after a few frames)."""
     model = LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8",
-                        chunks=(1, 8), threads=1)
+                        threads=1)
     config = EngineConfig(max_batch=8, kv_blocks=64, first_chunk=1, steady_chunk=8, prefill_chunk=8, max_frames=24)
     alone = []
     with Scheduler(model, config) as sched:

@@ -39,7 +39,7 @@ import openvino as ov
 
 from ..engine.devices import KV_PRECISIONS, PRECISIONS
 from ..engine.loaded_model import LoadedModel
-from ..engine.runner import ChunkSchedule, Runner, Sequence
+from ..engine.runner import ChunkSchedule, Runner, RunnerGraphs, Sequence, compile_codec
 from ..engine.sampling import SamplingParams, process_talker_logits
 from ..model.embed import PromptEmbeds
 from ..model.manifest import read_converted
@@ -186,8 +186,10 @@ class _RecordingRunner(Runner):
     """The reference runner, keeping the talker's output row each time it samples a frame
     (it runs a single sequence, whose row is row 0)."""
 
-    def __init__(self, model: LoadedModel, num_blocks: int) -> None:
-        super().__init__(model, num_blocks, ChunkSchedule(offline=True))
+    def __init__(self, model: LoadedModel, tokens: int) -> None:
+        schedule = ChunkSchedule(offline=True)
+        graphs = RunnerGraphs.compile(model, schedule)
+        super().__init__(model, -(-tokens // graphs.block_size), schedule, graphs=graphs)
         self.logits: list[np.ndarray] = []
         self.hidden: list[np.ndarray] = []
 
@@ -210,7 +212,7 @@ def run_talker_loop(model: LoadedModel, prompt: PromptEmbeds, frames: int,
     [frames-1, H], every talker input after the prompt is replaced by its row (teacher
     forcing: the model's own codes are then never fed back)."""
     tokens = prompt.prefill.shape[0] + frames
-    runner = _RecordingRunner(model, num_blocks=-(-tokens // model.block_size))
+    runner = _RecordingRunner(model, tokens)
     seq = runner.add(prompt, greedy_params(model, frames), max_frames=frames)
     inputs: list[np.ndarray] = []
     while runner.active:
@@ -272,9 +274,7 @@ def subcode_logits(model: LoadedModel, hidden: np.ndarray, codes0: np.ndarray) -
 
 def decode(model: LoadedModel, codes: np.ndarray, case: Case) -> np.ndarray:
     """PCM of codes [N, 16] through the chunk graphs, in the engine's schedule."""
-    if model.streaming is None:
-        raise ValueError("the model was loaded without its codec chunk graphs")
-    return model.streaming.decode_sequence(codes.T, case.chunk_sizes())
+    return compile_codec(model, (case.first_chunk, case.steady_chunk)).decode_sequence(codes.T, case.chunk_sizes())
 
 
 def rel_err(a: np.ndarray, b: np.ndarray, axis: int | None = -1) -> np.ndarray:
@@ -296,16 +296,13 @@ def margin(view: np.ndarray, raw: np.ndarray) -> float:
     return float(np.median((top[..., 0] - top[..., 1]) / rms))
 
 
-def load(model_dir: Path, precision: str, kv_precision: str, case: Case, setup: Setup,
-         decoder: bool) -> LoadedModel:
-    """The model as the Python runner loads it; codec chunk graphs only when `decoder`."""
-    chunks = (case.first_chunk, case.steady_chunk) if decoder else ()
-    return LoadedModel(model_dir, precision=precision, kv_precision=kv_precision, chunks=chunks,
-                       threads=setup.threads, cache_dir=setup.cache_dir)
+def load(model_dir: Path, precision: str, kv_precision: str, setup: Setup) -> LoadedModel:
+    return LoadedModel(model_dir, precision=precision, kv_precision=kv_precision, threads=setup.threads,
+                       cache_dir=setup.cache_dir)
 
 
 def reference(model_dir: Path, case: Case, setup: Setup) -> tuple[Reference, ReferenceFacts]:
-    model = load(model_dir, REFERENCE["precision"], REFERENCE["kv_precision"], case, setup, decoder=True)
+    model = load(model_dir, REFERENCE["precision"], REFERENCE["kv_precision"], setup)
     trace = run_talker_loop(model, model.embed_prompt(model.prompt(case.voice())), case.frames)
     codes, logits = subcode_logits(model, trace.hidden, trace.codes[:, 0])
     ref = Reference(trace, codes, logits, decode(model, trace.codes, case))
@@ -368,7 +365,7 @@ def measure_model(model_dir: Path, options: dict, precision: str, kv_precisions:
     for kv in kv_precisions:
         start = time.perf_counter()
         try:
-            model = load(model_dir, precision, kv, case, setup, decoder=not rows)
+            model = load(model_dir, precision, kv, setup)
         except (RuntimeError, ValueError) as e:  # e.g. an f32 KV cache at bf16 (engine/devices.py: check_kv_cache)
             reason = str(e).strip().splitlines()[-1]
             log.warning("%s / %s / KV %s: not compiled (%s)", options["weights"], precision, kv, reason)

@@ -1,4 +1,5 @@
-"""A converted model directory, compiled: prompt embedding, paged talker, subcode graph."""
+"""A converted model directory, loaded: spec, tokenizer, devices and precisions, the prompt
+embedding graph. The runners compile the talker, subcode and codec graphs themselves."""
 from __future__ import annotations
 
 import logging
@@ -13,9 +14,7 @@ from ..model.manifest import read_converted
 from ..model.prompt import REF_FRAME, SPEAKER_SLOT, Prompt, PromptError, VoiceRequest, build_prompt
 from ..model.stream_io import FRAMES
 from ..model.tokenizer import TextTokenizer
-from .codec_stream import StreamingCodec
 from .devices import check_kv_cache, compile_config, dynamic_device, resolve_precision, resolve_precisions, static_batch
-from .graphs import fix_batch, to_paged
 
 log = logging.getLogger(__name__)
 
@@ -24,20 +23,15 @@ class LoadedModel:
     """Compiled graphs of one converted directory plus its spec and tokenizer."""
 
     def __init__(self, model_dir: str | Path, device: str = "CPU", precision: str = "f32",
-                 kv_precision: str = "u8", chunks: Sequence[int] | None = None, threads: int | None = None,
-                 subcode_device: str | None = None, decoder_device: str | None = None, runner: str = "python",
-                 cache_dir: str | Path | None = None) -> None:
-        """chunks: the schedule's (first, steady) codec chunk sizes (None: compile every exported chunk
-        graph). A compiled full-size codec graph costs 0.3–0.5 GB of RAM, so a server
-        compiles only what its schedule needs (codec_graphs); the offline decoder is
-        compiled on first use. threads: inference threads per graph (None: all cores).
-        With one thread a sequence's numbers do not depend on what else is in its batch;
-        with several, the CPU plugin's paged attention sums partial results per thread in
-        an order that follows the batch (last-bit differences). device: of the embedding
-        and talker graphs; subcode_device and decoder_device (codec) default to it. runner:
-        "native" leaves the talker, subcode and codec chunk graphs to the C++ runner, which
-        compiles its own (no second copy). cache_dir: OpenVINO's compiled-blob cache (a
-        second start compiles fast)."""
+                 kv_precision: str = "u8", threads: int | None = None, subcode_device: str | None = None,
+                 decoder_device: str | None = None, cache_dir: str | Path | None = None) -> None:
+        """threads: inference threads per graph (None: all cores). With one thread a
+        sequence's numbers do not depend on what else is in its batch; with several, the CPU
+        plugin's paged attention sums partial results per thread in an order that follows
+        the batch (last-bit differences). device: of the embedding and talker graphs;
+        subcode_device and decoder_device (codec) default to it. cache_dir: OpenVINO's
+        compiled-blob cache (a second start compiles fast). The offline decoder is compiled
+        on first use."""
         self.dir = Path(model_dir)
         self.manifest, self.spec = read_converted(self.dir, graphs=("embed", "talker", "subcode", "codec"))
         self.tokenizer = TextTokenizer.from_dir(self.dir)
@@ -49,16 +43,12 @@ class LoadedModel:
         self.precisions = resolve_precisions(core, precision, self.devices)  # what each graph runs, per device
         check_kv_cache(self.precisions["talker"], kv_precision, self.devices["talker"])  # before anything compiles
         self.embed = core.compile_model(core.read_model(self.dir / "embed.xml"), device, self.properties("talker"))
-        self._core, self._offline = core, None
-        self.talker = self.subcode = self.streaming = None
-        self.block_size = self.kv_block_bytes = 0
-        if runner == "python":
-            self._compile_runner_graphs(core, chunks)
+        self.core = core
+        self._offline: ov.CompiledModel | None = None  # compiled on first use
         self._embed_req = self.embed.create_infer_request()
         self.tts_pad = self._embed(np.array([self.spec.text_ids.tts_pad]), np.array([-1]))[0][0]
-        log.info("loaded %s: %s (precision %s, KV %s), for the %s runner", self.dir,
-                 ", ".join(f"{g} {self.devices[g]} {p}" for g, p in self.precisions.items()), precision, kv_precision,
-                 runner)
+        log.info("loaded %s: %s (precision %s, KV %s)", self.dir,
+                 ", ".join(f"{g} {self.devices[g]} {p}" for g, p in self.precisions.items()), precision, kv_precision)
 
     def exported_chunks(self, kind: str) -> dict[int, Path]:
         """Codec chunk graphs in the directory: size -> IR path, for kind first or steady."""
@@ -90,31 +80,6 @@ class LoadedModel:
         """Compile properties of `graph` on its device, in its precision (devices.compile_config)."""
         return compile_config(self.precisions[graph], kv_precision, self.threads, self.devices[graph], self.cache_dir)
 
-    def _compile_runner_graphs(self, core: ov.Core, chunks: Sequence[int] | None) -> None:
-        """The graphs the Python reference runner steps through."""
-        self.subcode = core.compile_model(core.read_model(self.dir / "subcode.xml"), self.devices["subcode"],
-                                          self.properties("subcode"))
-        talker = to_paged(core.read_model(self.dir / "talker.xml"), self.spec.talker.stack.num_layers)
-        self.talker = core.compile_model(talker, self.devices["talker"], self.properties("talker", self.kv_precision))
-        self.block_size = int(self.talker.input("value_cache.0").get_partial_shape()[2].get_length())
-        self.kv_block_bytes = sum(  # one block of every layer's key and value cache, as compiled
-            port.get_element_type().size * int(np.prod([d.get_length() for d in list(port.get_partial_shape())[1:]]))
-            for port in self.talker.inputs if port.get_any_name().startswith(("key_cache.", "value_cache.")))
-
-        def compile_chunk(path: Path) -> ov.CompiledModel:
-            graph = core.read_model(path)
-            if self.decoder_batch:
-                fix_batch(graph, self.decoder_batch)
-            return core.compile_model(graph, self.devices["decoder"], self.properties("decoder"))
-
-        paths = ({kind: self.exported_chunks(kind) for kind in ("first", "steady")} if chunks is None else
-                 self.codec_graphs(chunks))
-        graphs = {kind: {n: compile_chunk(p) for n, p in paths[kind].items()} for kind in ("first", "steady")}
-        self.streaming = (StreamingCodec(graphs["first"], graphs["steady"], chunks or ()) if any(graphs.values())
-                          else None)
-        log.info("python runner graphs: KV block %d tokens = %.2f MB; codec chunks first %s, steady %s",
-                 self.block_size, self.kv_block_bytes / 1e6, sorted(graphs["first"]), sorted(graphs["steady"]))
-
     def _embed(self, text_ids: np.ndarray, codec_ids: np.ndarray,
                frames: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
         """(track sums [N, H], reference-frame sums [R, H]) from the embedding graph."""
@@ -141,9 +106,9 @@ class LoadedModel:
         decoder's device, or on the CPU where that device needs static shapes; in the
         model's precision setting resolved for that device unless one is given."""
         device = dynamic_device(self.devices["decoder"])
-        precision = precision or resolve_precision(self._core, self.precision, device)
+        precision = precision or resolve_precision(self.core, self.precision, device)
         config = compile_config(precision, None, self.threads, device, self.cache_dir)
-        return self._core.compile_model(self._core.read_model(self.dir / f"{graph}.xml"), device, config)
+        return self.core.compile_model(self.core.read_model(self.dir / f"{graph}.xml"), device, config)
 
     def prompt(self, req: VoiceRequest) -> Prompt:
         return build_prompt(self.spec, self.tokenizer, req)

@@ -8,6 +8,8 @@ request) and makes each request's draws, so both runners sample the same numbers
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 from .blocks import PREFIX_ENTRIES
@@ -25,6 +27,7 @@ from .runner import (
 )
 from .sampling import SamplingParams, suppress_from
 
+_native: Any
 try:
     from .. import _native
 except ImportError as e:  # a build without the extension (it is built by `pip install .`)

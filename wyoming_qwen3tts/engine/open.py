@@ -38,8 +38,7 @@ def open_engine(model_dir: str | Path, config: EngineConfig, placement: Placemen
     device cannot pair with its precision."""
     schedule = ChunkSchedule(config.first_chunk, config.steady_chunk, offline)
     model = LoadedModel(model_dir, placement.device, placement.precision, placement.kv_precision,
-                        chunks=() if offline else (config.first_chunk, config.steady_chunk),
                         threads=placement.threads, subcode_device=placement.subcode_device,
-                        decoder_device=placement.decoder_device, runner=config.runner, cache_dir=placement.cache_dir)
+                        decoder_device=placement.decoder_device, cache_dir=placement.cache_dir)
     defaults = SamplingParams.from_defaults(model.spec.generation, seed=seed)
     return Scheduler(model, config, defaults=defaults.greedy() if greedy else defaults, schedule=schedule)

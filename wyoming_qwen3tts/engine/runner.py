@@ -23,6 +23,7 @@ import logging
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -30,7 +31,8 @@ import openvino as ov
 
 from ..model.embed import PromptEmbeds
 from .blocks import BlockPool
-from .codec_stream import CodecStream
+from .codec_stream import CodecStream, StreamingCodec
+from .graphs import fix_batch, to_paged
 from .loaded_model import LoadedModel
 from .sampling import SamplingParams, process_talker_logits, sample_row
 
@@ -92,7 +94,7 @@ class Sequence:
     pending: np.ndarray | None = None  # embeddings the next talker call feeds
     text_open: bool = False  # more trailing text will come (Runner.extend); until then no pad is fed
     held: np.ndarray | None = None  # [H] the last frame's embedding, waiting for its trailing-text row
-    draws: Draws | None = None  # more uniforms when the frame cap grows
+    draws: Draws = field(default_factory=lambda: Draws(None))  # more uniforms when the frame cap grows
     prefix_tokens: int = 0  # leading prompt positions whose KV the prefix cache shares (0: none)
     prefix_key: bytes | None = None  # set until this sequence has pinned its prefix (it was not cached)
     trailing: np.ndarray = field(init=False)  # [M, H] text rows fed with the frames; grows while text_open
@@ -105,6 +107,13 @@ class Sequence:
     def __post_init__(self) -> None:
         self.pending = self.embeds.prefill
         self.trailing = self.embeds.trailing
+
+    @property
+    def rows(self) -> np.ndarray:
+        """The pending input, for a sequence the next talker call feeds (it has some)."""
+        if self.pending is None:
+            raise RuntimeError(f"sequence {self.id} has no pending input")
+        return self.pending
 
     @property
     def num_frames(self) -> int:
@@ -144,12 +153,57 @@ class Draws:
         self._back = np.concatenate([rows, self._back])
 
 
+@dataclass
+class RunnerGraphs:
+    """The graphs the Python runner steps through, compiled for one chunk schedule."""
+
+    talker: ov.CompiledModel  # paged (engine/graphs.py to_paged)
+    subcode: ov.CompiledModel
+    codec: StreamingCodec | None  # None: offline (no codec chunk graphs)
+    block_size: int  # tokens per KV block, as compiled
+    kv_block_bytes: int  # one block of every layer's key and value cache, as compiled
+
+    @classmethod
+    def compile(cls, model: LoadedModel, schedule: ChunkSchedule) -> RunnerGraphs:
+        core = model.core
+        subcode = core.compile_model(core.read_model(model.dir / "subcode.xml"), model.devices["subcode"],
+                                     model.properties("subcode"))
+        paged = to_paged(core.read_model(model.dir / "talker.xml"), model.spec.talker.stack.num_layers)
+        talker = core.compile_model(paged, model.devices["talker"], model.properties("talker", model.kv_precision))
+        block_size = int(talker.input("value_cache.0").get_partial_shape()[2].get_length())
+        block_bytes = sum(port.get_element_type().size * int(np.prod([d.get_length() for d in list(
+            port.get_partial_shape())[1:]])) for port in talker.inputs if _is_cache(port.get_any_name()))
+        codec = None if schedule.offline else compile_codec(model, (schedule.first, schedule.steady))
+        return cls(talker, subcode, codec, block_size, block_bytes)
+
+
+def compile_codec(model: LoadedModel, chunks: tuple[int, int]) -> StreamingCodec:
+    """The codec chunk graphs a (first, steady) schedule needs (LoadedModel.codec_graphs), compiled."""
+
+    def compile_chunk(path: Path) -> ov.CompiledModel:
+        graph = model.core.read_model(path)
+        if model.decoder_batch:
+            fix_batch(graph, model.decoder_batch)
+        return model.core.compile_model(graph, model.devices["decoder"], model.properties("decoder"))
+
+    paths = model.codec_graphs(chunks)
+    return StreamingCodec({n: compile_chunk(p) for n, p in paths["first"].items()},
+                          {n: compile_chunk(p) for n, p in paths["steady"].items()}, chunks)
+
+
+def _is_cache(name: str) -> bool:
+    return name.startswith(("key_cache.", "value_cache."))
+
+
 class Runner:
     """Owns the paged KV cache of one LoadedModel and steps sequences through it."""
 
-    def __init__(self, model: LoadedModel, num_blocks: int = 256, schedule: ChunkSchedule = ChunkSchedule(),
-                 prefill_chunk: int = 256, prefix_cache: bool = True) -> None:
-        """prefill_chunk: prompt tokens a sequence feeds per step. Fixed per sequence (not
+    def __init__(self, model: LoadedModel, num_blocks: int | None = 256, schedule: ChunkSchedule = ChunkSchedule(),
+                 prefill_chunk: int = 256, prefix_cache: bool = True, kv_cache_bytes: int = 0,
+                 graphs: RunnerGraphs | None = None) -> None:
+        """num_blocks: the KV pool's size (None: as many blocks as fit kv_cache_bytes).
+        graphs: compiled already for this schedule (default: compiled here).
+        prefill_chunk: prompt tokens a sequence feeds per step. Fixed per sequence (not
         shared out by batch) so that a request computes the same numbers in any batch.
         prefix_cache: keep the KV of voice prefixes (module docstring; only for a talker
         on the CPU, whose cache tensors are host memory the runner can copy)."""
@@ -158,19 +212,21 @@ class Runner:
         self.model = model
         self.schedule = schedule
         self.prefill_chunk = prefill_chunk
-        codec = model.streaming
+        self.graphs = graphs = graphs or RunnerGraphs.compile(model, schedule)
+        codec = graphs.codec
         first, steady = (sorted(codec.first), sorted(codec.steady)) if codec else ([], [])
         if not schedule.offline and (schedule.first not in first + steady or schedule.steady not in steady):
             raise ValueError(f"no codec graphs for chunks first={schedule.first} steady={schedule.steady} "
                              f"(compiled: first {first}, steady {steady})")
-        self.pool = BlockPool(num_blocks, model.block_size)
+        num_blocks = num_blocks or max(1, kv_cache_bytes // graphs.kv_block_bytes)
+        self.pool = BlockPool(num_blocks, graphs.block_size)
         self.prefix_cache = prefix_cache and prefix_cache_supported(model.devices["talker"])
-        self._talker = model.talker.create_infer_request()
-        self._subcode = model.subcode.create_infer_request()
+        self._talker = graphs.talker.create_infer_request()
+        self._subcode = graphs.subcode.create_infer_request()
         self._cache_rows: list[np.ndarray] = []  # each cache tensor's bytes, one row per block
-        for port in model.talker.inputs:
+        for port in graphs.talker.inputs:
             name = port.get_any_name()
-            if name.startswith(("key_cache.", "value_cache.")):
+            if _is_cache(name):
                 shape = [num_blocks] + [d.get_length() for d in list(port.get_partial_shape())[1:]]
                 tensor = ov.Tensor(port.get_element_type(), shape)
                 self._talker.set_tensor(name, tensor)
@@ -182,11 +238,17 @@ class Runner:
 
     @property
     def block_size(self) -> int:
-        return self.model.block_size
+        return self.graphs.block_size
+
+    @property
+    def _codec(self) -> StreamingCodec:
+        if self.graphs.codec is None:
+            raise RuntimeError("the runner was built for an offline schedule: no codec chunk graphs")
+        return self.graphs.codec
 
     @property
     def kv_block_bytes(self) -> int:
-        return self.model.kv_block_bytes
+        return self.graphs.kv_block_bytes
 
     @property
     def capacity_tokens(self) -> int:
@@ -225,7 +287,7 @@ class Runner:
         prompt is fed; an uncached one is fed alone first and then pinned (`_pin_prefix`).
         The last prefix position stays with the rest (module docstring)."""
         shared = prefix_len - 1
-        if not self.prefix_cache or shared < 1 or shared >= seq.pending.shape[0]:
+        if not self.prefix_cache or shared < 1 or shared >= seq.rows.shape[0]:
             return
         seq.prefix_tokens = shared
         key = np.ascontiguousarray(seq.embeds.prefill[:shared], np.float32).tobytes()
@@ -235,12 +297,13 @@ class Runner:
             return
         table = self.pool.grow(seq.id, shared)
         self._copy_blocks(pinned, table[:len(pinned)])
-        seq.cached, seq.pending = shared, seq.pending[shared:]
+        seq.cached, seq.pending = shared, seq.rows[shared:]
 
     def _pin_prefix(self, seq: Sequence) -> None:
         """Copy the blocks of a prefix just computed into blocks the cache pins (when the pool
         has blocks no reservation needs), before the sequence writes on into its last one."""
         key, seq.prefix_key = seq.prefix_key, None
+        assert key is not None  # called while the sequence's prefix is to be pinned
         count = self.pool.blocks_for(seq.prefix_tokens)
         pinned = self.pool.pin(key, count)
         if pinned is not None:
@@ -295,7 +358,9 @@ class Runner:
         state = self._primed.pop(key, None)
         if state is None:
             begin = time.perf_counter()
-            state = self.model.streaming.prime(np.asarray(prefix, np.int64).T).state
+            primed = self._codec.prime(np.asarray(prefix, np.int64).T).state
+            assert primed is not None  # a primed stream has a state
+            state = primed
             elapsed = time.perf_counter() - begin
             self.times.codec_s += elapsed
             log.info("codec primed with %d reference frames in %.2f s", prefix.shape[0], elapsed)
@@ -355,7 +420,7 @@ class Runner:
                 return
             for size, items in due.items():
                 begin = time.perf_counter()
-                pcms = self.model.streaming.decode([s.codec for s, _ in items], [c for _, c in items], size)
+                pcms = self._codec.decode([s.codec for s, _ in items], [c for _, c in items], size)
                 self.times.codec_s += time.perf_counter() - begin
                 for (seq, _), pcm in zip(items, pcms):
                     seq.audio.append(pcm)
@@ -365,11 +430,11 @@ class Runner:
         """One paged call: decode rows and prefill chunks of every sequence. Returns the
         sequences whose input is now all in the cache (they sample), with their logits and
         hidden rows; a sequence still mid-prefill gets no row."""
-        feeds = [s.pending[:self._feed_rows(s)] for s in batch]
+        feeds = [s.rows[:self._feed_rows(s)] for s in batch]
         counts = [f.shape[0] for f in feeds]
         begins = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
         tables = [self.pool.grow(s.id, s.cached + n) for s, n in zip(batch, counts)]
-        last = [s.pending.shape[0] == n for s, n in zip(batch, counts)]
+        last = [s.rows.shape[0] == n for s, n in zip(batch, counts)]
         rows = (begins[1:] - 1)[last] if any(last) else begins[:1]  # the graph wants at least one row
         inputs = {
             "inputs_embeds": np.concatenate(feeds).astype(np.float32),
@@ -386,7 +451,7 @@ class Runner:
         self.times.talker_s += time.perf_counter() - begin
         for s, n, done in zip(batch, counts, last):
             s.cached += n
-            s.pending = None if done else s.pending[n:]
+            s.pending = None if done else s.rows[n:]
             if s.prefix_key is not None and s.cached == s.prefix_tokens:
                 self._pin_prefix(s)
         return [s for s, done in zip(batch, last) if done], out["logits"], out["hidden"]
@@ -396,7 +461,7 @@ class Runner:
         which stops at the end of a prefix to be cached, and leaves no single prompt row for a
         call of its own (one row over cached positions takes another kernel: last-bit
         differences from one call over the whole prompt, docs/OPENVINO.md §3)."""
-        left = (seq.prefix_tokens if seq.cached < seq.prefix_tokens else seq.cached + seq.pending.shape[0]) - seq.cached
+        left = (seq.prefix_tokens if seq.cached < seq.prefix_tokens else seq.cached + seq.rows.shape[0]) - seq.cached
         rows = min(self.prefill_chunk, left)
         return rows - 1 if left - rows == 1 and rows > 1 else rows
 
@@ -445,22 +510,3 @@ def prefix_cache_supported(device: str) -> bool:
     CPU plugin computes in the host tensors the runner allocated, which it can copy; whether
     another device's plugin keeps the cache there is not established."""
     return device.split(".")[0] == "CPU"
-
-
-def generate_codes(model: LoadedModel, prompts: list[PromptEmbeds], params: list[SamplingParams],
-                   num_blocks: int = 256, max_frames: int | None = None,
-                   schedule: ChunkSchedule = ChunkSchedule(), prefill_chunk: int = 256) -> list[Sequence]:
-    """Generate several utterances together, all in the same paged calls (no scheduler:
-    every prompt must fit the pool at once). Audio streams into each sequence's `audio`
-    by the chunk schedule, or is decoded at the end with the offline graph."""
-    runner = Runner(model, num_blocks, schedule, prefill_chunk)
-    seqs = [runner.add(e, p, max_frames) for e, p in zip(prompts, params)]
-    steps = max((s.max_frames + -(-s.embeds.prefill.shape[0] // prefill_chunk) for s in seqs), default=0)
-    for _ in range(steps + 1):
-        if not runner.active:
-            break
-        runner.step()
-    if schedule.offline:
-        for seq in seqs:
-            seq.audio = [model.decode_offline(seq.codes, seq.embeds.codec_prefix)]
-    return seqs

@@ -71,6 +71,13 @@ class _Request:
         return self.stream.marks.get("admitted")
 
     @property
+    def sequence(self) -> Sequence:
+        """The running request's sequence."""
+        if self.seq is None:
+            raise RuntimeError(f"request {self.id} is not running")
+        return self.seq
+
+    @property
     def first_audio(self) -> float | None:
         return self.stream.marks.get("first_audio")
 
@@ -85,10 +92,8 @@ def make_runner(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedul
     """The step loop the config asks for: the native runner, or the Python reference."""
     if config.runner == "native":
         return NativeRunner(model, config, schedule)
-    if model.talker is None:
-        raise ValueError("engine.runner is python, but the model was loaded for the native runner")
-    blocks = config.kv_blocks or max(1, int(config.kv_cache_mb * 2**20 // model.kv_block_bytes))
-    return Runner(model, blocks, schedule, config.prefill_chunk, config.prefix_cache)
+    return Runner(model, config.kv_blocks or None, schedule, config.prefill_chunk, config.prefix_cache,
+                  kv_cache_bytes=config.kv_cache_mb * 2**20)
 
 
 class Scheduler:
@@ -149,7 +154,7 @@ class Scheduler:
         build_open_prompt(self.model.spec, self.model.tokenizer, voice, [], closed=False)  # checks the voice
         params = params or self.defaults
         params.validate()
-        req = self._queue(None, params, max_frames, timeout, voice=voice, closed=False, fed_closed=False)
+        req = self._queue(None, params, max_frames, timeout, voice)
         log.debug("request %d queued: its text is to come", req.id)
         return Utterance(req.id, req.stream, TextTokenStream(self.model.tokenizer), self.feed)
 
@@ -161,7 +166,8 @@ class Scheduler:
             self._wake.notify()
 
     def _queue(self, prompt: Prompt | None, params: SamplingParams, max_frames: int | None, timeout: float | None,
-               **open_text: object) -> _Request:
+               voice: VoiceRequest | None = None) -> _Request:
+        """A request with its prompt, or (voice given) an open one whose text is to come."""
         timeout = self.config.request_timeout if timeout is None else timeout
         with self._lock:
             if self._stopping:
@@ -175,7 +181,8 @@ class Scheduler:
             deadline = time.monotonic() + timeout if timeout > 0 else None
             stream = AudioStream(rid, self.abort)
             stream.chunk_frames = self.runner.schedule.steady
-            req = _Request(rid, prompt, params, max_frames, deadline, stream, **open_text)
+            req = _Request(rid, prompt, params, max_frames, deadline, stream, voice=voice,
+                           closed=voice is None, fed_closed=voice is None)
             self._waiting.append(req)
             self._wake.notify()
         return req
@@ -272,14 +279,14 @@ class Scheduler:
         for rid, error in aborts.items():
             self._end(rid, error)
         for rid, (ids, closed) in feeds.items():
-            req = self._running.get(rid) or waiting.get(rid)
-            if req is not None and rid not in aborts:
-                self._take_text(req, ids, closed)
+            fed = self._running.get(rid) or waiting.get(rid)
+            if fed is not None and rid not in aborts:
+                self._take_text(fed, ids, closed)
         for req in list(self._running.values()):
             if req.fed < len(req.text) or req.closed > req.fed_closed:
                 self._extend(req)
         self._admit()
-        if any(r.seq.pending is not None for r in self._running.values()):
+        if any(r.sequence.pending is not None for r in self._running.values()):
             self._step()
         elif self._running and all(r.starved for r in self._running.values()):
             newest = max(self._running)  # every sequence waits for blocks only another could return
@@ -295,7 +302,7 @@ class Scheduler:
     def _take_text(self, req: _Request, ids: list[int], closed: bool) -> None:
         """New text of an open request. A waiting one is laid out again (it may be able to
         start now); a running one takes it in `_extend`."""
-        if req.closed:
+        if req.closed or req.voice is None:
             return  # fed after finish(): nothing more belongs to it
         req.text += ids
         req.closed = closed
@@ -314,7 +321,7 @@ class Scheduler:
         cap of the longer text; while the pool cannot reserve that, the text waits."""
         ids = req.text[req.fed:] + ([self.model.spec.text_ids.tts_eos] if req.closed else [])
         rows = self.model.embed_text(ids)
-        if self.runner.extend(req.seq, rows, req.closed, self._cap(len(req.text), req.params, req.max_frames)):
+        if self.runner.extend(req.sequence, rows, req.closed, self._cap(len(req.text), req.params, req.max_frames)):
             req.fed, req.fed_closed = len(req.text), req.closed
         else:
             self._pool_full = True
@@ -352,16 +359,16 @@ class Scheduler:
 
     def _step(self) -> None:
         start = time.monotonic()
-        frames_before = sum(r.seq.num_frames for r in self._running.values())
+        frames_before = sum(r.sequence.num_frames for r in self._running.values())
         self.runner.step()
-        frames = sum(r.seq.num_frames for r in self._running.values()) - frames_before
+        frames = sum(r.sequence.num_frames for r in self._running.values()) - frames_before
         self._window.add(time.monotonic(), frames, time.monotonic() - start)
         for req in list(self._running.values()):
             self._deliver(req)
 
     def _deliver(self, req: _Request) -> None:
         """Hand the request's new PCM to its stream; end the stream when the sequence ended."""
-        seq = req.seq
+        seq = req.sequence
         req.stream.frames, req.stream.text_tokens = seq.num_frames, req.fed
         chunks = seq.take_audio()
         if chunks and req.first_audio is None:

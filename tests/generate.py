@@ -1,0 +1,28 @@
+"""Generate several utterances together through the Python runner, with no scheduler: the
+tests' way to run exact batches (every prompt must fit the pool at once)."""
+from __future__ import annotations
+
+from wyoming_qwen3tts.engine.loaded_model import LoadedModel
+from wyoming_qwen3tts.engine.runner import ChunkSchedule, Runner, Sequence
+from wyoming_qwen3tts.engine.sampling import SamplingParams
+from wyoming_qwen3tts.model.embed import PromptEmbeds
+
+
+def generate_codes(model: LoadedModel, prompts: list[PromptEmbeds], params: list[SamplingParams],
+                   num_blocks: int = 256, max_frames: int | None = None,
+                   schedule: ChunkSchedule | None = None, prefill_chunk: int = 256) -> list[Sequence]:
+    """Generate several utterances together, all in the same paged calls (no scheduler:
+    every prompt must fit the pool at once). Audio streams into each sequence's `audio`
+    by the chunk schedule, or is decoded at the end with the offline graph."""
+    schedule = schedule or ChunkSchedule()
+    runner = Runner(model, num_blocks, schedule, prefill_chunk)
+    seqs = [runner.add(e, p, max_frames) for e, p in zip(prompts, params)]
+    steps = max((s.max_frames + -(-s.embeds.prefill.shape[0] // prefill_chunk) for s in seqs), default=0)
+    for _ in range(steps + 1):
+        if not runner.active:
+            break
+        runner.step()
+    if schedule.offline:
+        for seq in seqs:
+            seq.audio = [model.decode_offline(seq.codes, seq.embeds.codec_prefix)]
+    return seqs
