@@ -18,8 +18,9 @@ FRAME = 1920
 
 def dry_frames(wait: float, made: int, held: int, total: int, rate: float, chunk: int) -> list[int]:
     """Frames that would play before they arrive, simulated frame by frame: playback starts
-    `wait` s from now with frames 0..held-1 in hand, frame j at wait + j * FRAME_S; frame f > made is made at (f - made) / rate
-    and arrives with the last frame of its chunk (chunks of `chunk` frames after `held`)."""
+    `wait` s from now with frames 0..held-1 in hand, frame j plays at wait + j * FRAME_S;
+    frame f > made is made at (f - made) / rate and arrives with the last frame of its chunk
+    (chunks of `chunk` frames after `held`)."""
     dry = []
     for j in range(held, total):
         end = min(held + ((j - held) // chunk + 1) * chunk, total)

@@ -98,7 +98,7 @@ class Mode:
 
 def modes(holdback_s: float) -> dict[str, Mode]:
     return {m.name: m for m in (
-        Mode("sentence", "sentence", ("--text-feeding", "sentence")),
+        Mode("sentence", "sentence, holdback 0", ("--text-feeding", "sentence", "--holdback", "0")),
         Mode("word", f"word, holdback {holdback_s:g} s", ("--text-feeding", "word", "--holdback", f"{holdback_s:g}")),
         Mode("word-nohold", "word, holdback 0", ("--text-feeding", "word", "--holdback", "0")),
     )}

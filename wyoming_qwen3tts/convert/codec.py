@@ -202,12 +202,10 @@ def dequantize(codes: T, spec: CodecDecoderSpec, p: Params) -> T:
     table = p.weights(np.concatenate(tables, axis=0))  # [Q·size, dim]
     offsets = i64((np.arange(spec.num_quantizers) * size)[None, :, None])
     rows = table.gather(op.clamp(codes, 0, size - 1) + offsets, 0)  # [B, Q, T, dim]
-    result = None
-    for branch, lo, hi in ((p.rvq_first, 0, q_first), (p.rvq_rest, q_first, spec.num_quantizers)):
-        part = rows.slice(lo, hi, 1).sum(1)  # [B, T, dim]
-        y = linear(part, p.weights(branch.output_proj.array("weight")[:, :, 0]))  # 1×1 conv as [out, dim]
-        result = y if result is None else result + y
-    return result.transpose(0, 2, 1)
+    semantic, acoustic = (linear(rows.slice(lo, hi, 1).sum(1),  # [B, T, dim], then a 1×1 conv as [out, dim]
+                                 p.weights(branch.output_proj.array("weight")[:, :, 0]))
+                          for branch, lo, hi in ((p.rvq_first, 0, q_first), (p.rvq_rest, q_first, spec.num_quantizers)))
+    return (semantic + acoustic).transpose(0, 2, 1)
 
 
 def attention_layer(x: T, ctx: Context, spec: CodecDecoderSpec, p: Params, cos: T, sin: T) -> T:
