@@ -132,5 +132,5 @@ def test_a_quick_run_against_the_tiny_model(converted_factory, tmp_path: Path):
     assert contention["server_exit_codes"] == {"word": 0, "sentence": 0} and contention["cpu_lock"] is False
     assert contention["repeated"] == 0 and all(m["attempts"] == 1 for m in result["measurements"])
     text = md.read_text()
-    assert "| short | 50/s |" in text and "| sentence | 50/s | short | 1/1 |" in text
+    assert "| short | 50/s |" in text and "| sentence, holdback 0 | 50/s | short | 1/1 |" in text
     assert "| word, holdback 0.5 s | 50/s | short | 1/1 |" in text
