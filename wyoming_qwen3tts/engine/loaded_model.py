@@ -20,7 +20,8 @@ log = logging.getLogger(__name__)
 
 
 class LoadedModel:
-    """Compiled graphs of one converted directory plus its spec and tokenizer."""
+    """One converted directory for either runner: spec, tokenizer, devices and precisions,
+    the embedding graph (and the offline decoder, compiled on first use)."""
 
     def __init__(self, model_dir: str | Path, device: str = "CPU", precision: str = "f32",
                  kv_precision: str = "u8", threads: int | None = None, subcode_device: str | None = None,

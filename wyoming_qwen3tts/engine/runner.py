@@ -90,11 +90,11 @@ class Sequence:
     params: SamplingParams
     max_frames: int
     uniforms: np.ndarray  # [max_frames, 16] the request's draws: group 0, then the 15 subcode steps
+    draws: Draws  # the request's generator: more uniforms when the frame cap grows
     cached: int = 0  # tokens already in the KV cache
     pending: np.ndarray | None = None  # embeddings the next talker call feeds
     text_open: bool = False  # more trailing text will come (Runner.extend); until then no pad is fed
     held: np.ndarray | None = None  # [H] the last frame's embedding, waiting for its trailing-text row
-    draws: Draws = field(default_factory=lambda: Draws(None))  # more uniforms when the frame cap grows
     prefix_tokens: int = 0  # leading prompt positions whose KV the prefix cache shares (0: none)
     prefix_key: bytes | None = None  # set until this sequence has pinned its prefix (it was not cached)
     trailing: np.ndarray = field(init=False)  # [M, H] text rows fed with the frames; grows while text_open
@@ -241,14 +241,14 @@ class Runner:
         return self.graphs.block_size
 
     @property
+    def kv_block_bytes(self) -> int:
+        return self.graphs.kv_block_bytes
+
+    @property
     def _codec(self) -> StreamingCodec:
         if self.graphs.codec is None:
             raise RuntimeError("the runner was built for an offline schedule: no codec chunk graphs")
         return self.graphs.codec
-
-    @property
-    def kv_block_bytes(self) -> int:
-        return self.graphs.kv_block_bytes
 
     @property
     def capacity_tokens(self) -> int:
@@ -271,8 +271,8 @@ class Runner:
         length = embeds.prefill.shape[0]
         frames = self.frame_budget(length, frames)
         draws = Draws(params.seed)
-        seq = Sequence(self._next_id, embeds, params, frames, draws.next(frames),
-                       codec=self._codec_stream(embeds.codec_prefix), text_open=text_open, draws=draws)
+        seq = Sequence(self._next_id, embeds, params, frames, draws.next(frames), draws,
+                       codec=self._codec_stream(embeds.codec_prefix), text_open=text_open)
         self.pool.reserve(seq.id, length + frames)
         self._next_id += 1
         if seq.max_frames == 0:
