@@ -241,7 +241,7 @@ def test_a_clone_that_cannot_speak_is_skipped_and_the_others_are_served(base, re
         assert [v.name for v in service.catalogue.voices] == ["timbre"]
         (error,) = service.catalogue.errors
         assert "voice 'long'" in error and "first synthesis failed" in error and "KV cache" in error
-        pool = service.engine.runner.pool
+        pool = service.engine.batch.pool
         assert pool.free == pool.num_blocks
     finally:
         service.engine.close()

@@ -124,14 +124,14 @@ def test_voice_prefix_from_the_cache(models, runner):
 
     official, model = models("tiny-1.7b", "custom_voice")
     sched = Scheduler(model, EngineConfig(kv_blocks=64, runner=runner), schedule=ChunkSchedule(offline=True))
-    started, add = [], sched.runner.add
+    started, add = [], sched.batch.add
 
     def spy(*args, **kwargs):  # the prompt tokens each sequence starts with cached
         seq = add(*args, **kwargs)
         started.append(seq.cached)
         return seq
 
-    sched.runner.add = spy
+    sched.batch.add = spy
     params = SamplingParams.from_defaults(model.spec.generation, max_new_tokens=FRAMES + 1).greedy()
     try:
         for text, non_streaming in ((TEXT, True), ("Short one.", False), (TEXT, False)):
@@ -144,7 +144,7 @@ def test_voice_prefix_from_the_cache(models, runner):
             assert_codes_equal(stream.result.codes, expected)
     finally:
         sched.close()
-    assert started[0] == 0 and started[1] == started[2] > 0 and sched.runner.pool.prefixes == 1
+    assert started[0] == 0 and started[1] == started[2] > 0 and sched.batch.pool.prefixes == 1
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,8 @@ from generate import generate_codes
 from wyoming_qwen3tts.convert.pipeline import convert
 from wyoming_qwen3tts.engine.blocks import BlockPool
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
-from wyoming_qwen3tts.engine.runner import Runner
+from wyoming_qwen3tts.engine.batch import Batch
+from wyoming_qwen3tts.engine.runner import ChunkSchedule, PythonRunner
 from wyoming_qwen3tts.engine.sampling import SamplingParams, process_talker_logits, sample_row
 from wyoming_qwen3tts.model.prompt import PromptError, VoiceRequest
 
@@ -53,8 +54,12 @@ def model(converted_factory):
     return LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8")
 
 
+def one_block_batch(model: LoadedModel) -> Batch:
+    return Batch(model, PythonRunner(model, ChunkSchedule()), 1, ChunkSchedule())
+
+
 def test_prompt_longer_than_the_cache(model):
-    runner = Runner(model, num_blocks=1)
+    runner = one_block_batch(model)
     embeds = model.embed_prompt(model.prompt(VoiceRequest("word " * 40, "english", "ryan")))
     with pytest.raises(ValueError, match="does not fit the KV cache"):
         runner.add(embeds, SamplingParams())
@@ -81,7 +86,7 @@ def test_seeded_sampling_is_reproducible_in_any_batch(model):
 
 
 def test_frame_budget_is_cut_to_what_the_cache_can_hold(model):
-    runner = Runner(model, num_blocks=1)
+    runner = one_block_batch(model)
     embeds = model.embed_prompt(model.prompt(VoiceRequest("Hi.", "english", "ryan")))
     seq = runner.add(embeds, SamplingParams.from_defaults(model.spec.generation, max_new_tokens=200).greedy())
     assert seq.max_frames == 32 - embeds.prefill.shape[0]  # the prompt, then one token per frame
@@ -89,7 +94,7 @@ def test_frame_budget_is_cut_to_what_the_cache_can_hold(model):
         if not runner.active:
             break
         runner.step()
-    assert seq.finished and seq.reason == "length" and len(seq.frames) == seq.max_frames
+    assert seq.finished and seq.reason == "length" and seq.num_frames == seq.max_frames
     assert runner.pool.free == 1 and runner.pool.available == 1
 
 

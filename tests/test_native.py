@@ -50,7 +50,7 @@ def run(model: LoadedModel, runner: str, requests: list) -> list[tuple]:
             sched.tick()
             if all(s.done for s in streams):
                 break
-        pool = sched.runner.pool
+        pool = sched.batch.pool
         assert pool.free == pool.num_blocks and not pool.tables and sched.metrics().active == 0
     finally:
         sched.close()  # the graphs go now: an aborted stream's error holds this frame, so `sched` sits in a cycle
@@ -85,7 +85,7 @@ def test_native_runner_reports_bad_input_like_the_python_one(model):
     try:
         with pytest.raises(ValueError, match="does not fit the KV cache"):
             sched.submit(VoiceRequest("word " * 60, "english", "ryan"))
-        times = sched.runner.times
+        times = sched.batch.times
         assert times.steps == 0 and sched.runner.block_size == 32 and sched.runner.kv_block_bytes > 0
     finally:
         sched.close()
@@ -155,8 +155,8 @@ def test_closing_the_runner_mid_generation_waits_for_the_step_and_ends_the_reque
                 pass
         assert stream.result.frames < 400
         with pytest.raises(RuntimeError, match="the runner is closed"):
-            sched.runner.step()
-        pool = sched.runner.pool
+            sched.batch.step()
+        pool = sched.batch.pool
         assert pool.free == pool.num_blocks  # what is left readable: the pool and the times
     finally:
         sched.close()

@@ -61,7 +61,7 @@ def drain(sched: Scheduler, streams: list, ticks: int = 400) -> None:
 
 
 def assert_pool_full(sched: Scheduler) -> None:
-    pool = sched.runner.pool
+    pool = sched.batch.pool
     assert pool.free == pool.num_blocks and not pool.tables
 
 
@@ -207,7 +207,7 @@ def test_text_waits_for_blocks_and_a_full_pool_ends_the_newest(engines, runner):
     the newer's text waits for blocks; when the older outgrows the pool too, neither can go
     on, so the newer ends with EngineBusy and the older finishes."""
     sched = engines(runner, replace(CONFIG, kv_blocks=3, max_frames=200, min_frames=4, frames_per_token=2.0))
-    pool = sched.runner.pool
+    pool = sched.batch.pool
     first, second = sched.open(VOICE, params(sched.model, None)), sched.open(VOICE, params(sched.model, None))
     first.append("Hello there,")
     second.append("Good morning,")
@@ -251,13 +251,13 @@ def test_the_engine_thread_sleeps_while_text_is_missing_and_wakes_for_it(model):
         utt = sched.open(VOICE, params(model, None))
         utt.append("Hello there, the")
         deadline = time.monotonic() + 30
-        while sched.runner.times.steps < 2 and time.monotonic() < deadline:
+        while sched.batch.times.steps < 2 and time.monotonic() < deadline:
             time.sleep(0.01)
         time.sleep(0.3)  # the sequence now waits for text
-        steps = sched.runner.times.steps
+        steps = sched.batch.times.steps
         time.sleep(0.3)
-        assert sched.runner.times.steps == steps  # no busy loop
+        assert sched.batch.times.steps == steps  # no busy loop
         utt.append(" lights are on.")
         utt.finish()
         pcm = utt.stream.read_all(timeout=60)
-        assert pcm.size > 0 and sched.runner.times.steps > steps
+        assert pcm.size > 0 and sched.batch.times.steps > steps

@@ -197,7 +197,7 @@ def pieced(sched: Scheduler, voice: VoiceRequest, pieces: list[str], waits: list
         tick()
     assert utt.stream.done, "the utterance did not end"
     pcm = np.concatenate([c.pcm for c in utt.stream])  # raises if it ended with an error
-    pool = sched.runner.pool
+    pool = sched.batch.pool
     assert pool.free == pool.num_blocks and not pool.tables
     assert utt.stream.result.reason == "length"
     return utt.stream.result.codes, pcm, sat_out

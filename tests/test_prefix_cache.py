@@ -16,7 +16,7 @@ from wyoming_qwen3tts.engine.config import EngineConfig
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.runner import ChunkSchedule
 from wyoming_qwen3tts.engine.sampling import SamplingParams
-from wyoming_qwen3tts.engine.scheduler import Scheduler, make_runner
+from wyoming_qwen3tts.engine.scheduler import Scheduler, open_batch
 from wyoming_qwen3tts.model.prompt import VoiceRequest
 
 RUNNERS = ("python", "native")
@@ -51,28 +51,28 @@ class Engine:
         self.sched = Scheduler(model, replace(config, runner=runner))
         self.started: list[tuple[int, int]] = []  # (cached at admission, prompt tokens)
         self.logits: list[np.ndarray] = []  # Python runner: the sampled rows of each talker call
-        add = self.sched.runner.add
+        add = self.sched.batch.add
 
         def spy(embeds, *args, **kwargs):
             seq = add(embeds, *args, **kwargs)
             self.started.append((seq.cached, embeds.prefill.shape[0]))
             return seq
 
-        self.sched.runner.add = spy
+        self.sched.batch.add = spy
         if runner == "python":
-            talker = self.sched.runner._run_talker
+            talker = self.sched.runner.talker
 
-            def logits(batch):
-                sampled, rows, hidden = talker(batch)
-                if sampled:
+            def logits(plan):
+                rows, hidden = talker(plan)
+                if plan.sampling:
                     self.logits.append(rows.copy())
-                return sampled, rows, hidden
+                return rows, hidden
 
-            self.sched.runner._run_talker = logits
+            self.sched.runner.talker = logits
 
     @property
     def pool(self):
-        return self.sched.runner.pool
+        return self.sched.batch.pool
 
     def speak(self, voice: VoiceRequest, seed: int | None = None,
               max_frames: int | None = None) -> tuple[np.ndarray, np.ndarray]:
@@ -89,7 +89,7 @@ class Engine:
     def assert_idle(self) -> None:
         """No sequence holds a block; the cache pins whole blocks of whole prefixes."""
         pool = self.pool
-        assert pool.free == pool.num_blocks and pool.used == 0 and not pool.tables and not self.sched.runner.active
+        assert pool.free == pool.num_blocks and pool.used == 0 and not pool.tables and not self.sched.batch.active
         assert 0 <= pool.prefixes <= pool.pinned <= pool.num_blocks
 
     def close(self) -> None:
@@ -288,13 +288,13 @@ def test_a_tiny_pool_evicts_prefixes_and_never_refuses_a_request(u8, runner):
 
 def test_the_cache_is_only_on_a_cpu_talker_and_when_asked(u8):
     schedule = ChunkSchedule(1, 8)
-    assert make_runner(u8, replace(CONFIG, runner="python"), schedule).prefix_cache
-    assert not make_runner(u8, replace(CONFIG, runner="python", prefix_cache=False), schedule).prefix_cache
-    native = make_runner(u8, replace(CONFIG, runner="native", prefix_cache=False), schedule)
+    assert open_batch(u8, replace(CONFIG, runner="python"), schedule).prefix_cache
+    assert not open_batch(u8, replace(CONFIG, runner="python", prefix_cache=False), schedule).prefix_cache
+    native = open_batch(u8, replace(CONFIG, runner="native", prefix_cache=False), schedule)
     try:
         assert not native.prefix_cache
     finally:
-        native.close()
+        native.runner.close()
 
 
 # --- the pool --------------------------------------------------------------------------------

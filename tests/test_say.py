@@ -53,7 +53,7 @@ def test_streaming_audio_in_a_batch_equals_offline(model):
     embeds = [model.embed_prompt(model.prompt(r)) for r in requests]
     for schedule in (ChunkSchedule(1, 8), ChunkSchedule(2, 24), ChunkSchedule(4, 8)):
         for seq in generate_codes(model, embeds, params, schedule=schedule):
-            assert seq.pcm.shape == (len(seq.frames) * 1920,)
+            assert seq.pcm.shape == (seq.num_frames * 1920,)
             np.testing.assert_allclose(seq.pcm, model.decode_offline(seq.codes), atol=1e-5, rtol=0)
 
 

@@ -49,9 +49,9 @@ def tick_until_done(sched: Scheduler, streams, limit: int = 500) -> list[int]:
 
 
 def assert_pool_full(sched: Scheduler) -> None:
-    pool = sched.runner.pool
+    pool = sched.batch.pool
     assert pool.free == pool.num_blocks and pool.available == pool.num_blocks and not pool.tables
-    assert not sched.runner.active
+    assert not sched.batch.active
 
 
 def test_eight_concurrent_requests_give_the_audio_each_gives_alone(converted_factory):
@@ -159,7 +159,7 @@ def test_random_submit_abort_cycles_leak_no_block(model):
 
 def test_a_small_pool_serves_everyone_in_admission_order(model):
     sched = Scheduler(model, EngineConfig(kv_blocks=2, max_batch=8, max_frames=20, steady_chunk=8))
-    assert sched.runner.pool.blocks_for(len(model.prompt(VoiceRequest(REQUESTS[0][0], "english", "ryan"))) + 20) == 2
+    assert sched.batch.pool.blocks_for(len(model.prompt(VoiceRequest(REQUESTS[0][0], "english", "ryan"))) + 20) == 2
     streams = [sched.submit(VoiceRequest(t, lang, spk), params_for(model, seed)) for t, lang, spk, seed in REQUESTS[:5]]
     sched.tick()
     assert sched.metrics().active == 1 and sched.metrics().queue_depth == 4  # one fits at a time
@@ -224,12 +224,12 @@ def test_timeouts_end_requests_waiting_or_running(model):
 
 def test_a_failing_step_reaches_the_streams_not_the_engine(model, monkeypatch):
     with Scheduler(model, EngineConfig(kv_blocks=16, max_frames=8, steady_chunk=8)) as sched:
-        real = sched.runner.step
-        monkeypatch.setattr(sched.runner, "step", lambda: (_ for _ in ()).throw(RuntimeError("device lost")))
+        real = sched.runner.forward
+        monkeypatch.setattr(sched.runner, "forward", lambda plan: (_ for _ in ()).throw(RuntimeError("device lost")))
         doomed = sched.submit(VoiceRequest("Hello.", "english", "ryan"), params_for(model, None))
         with pytest.raises(EngineError, match="device lost"):
             doomed.read_all(timeout=30)
-        monkeypatch.setattr(sched.runner, "step", real)
+        monkeypatch.setattr(sched.runner, "forward", real)
         fine = sched.submit(VoiceRequest("Hello.", "english", "ryan"), params_for(model, None))
         assert fine.read_all(timeout=30).size > 0
         assert_pool_full(sched)

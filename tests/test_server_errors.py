@@ -99,7 +99,7 @@ def test_a_request_past_its_deadline_ends(server, monkeypatch):
 
 def test_a_failure_inside_the_runner_ends_and_frees_the_blocks(server, monkeypatch):
     engine = server.service.engine
-    real, failed = engine.runner.step, []
+    real, failed = engine.runner.forward, []
 
     def step_fails_once(*args, **kwargs):
         if not failed:
@@ -107,7 +107,7 @@ def test_a_failure_inside_the_runner_ends_and_frees_the_blocks(server, monkeypat
             raise RuntimeError("the native runner failed")
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(engine.runner, "step", step_fails_once)
+    monkeypatch.setattr(engine.runner, "forward", step_fails_once)
     assert_failed(run(ha_reply(server.port, {"text": THREE, "voice": {"name": "ryan"}})), "SynthesisFailed")
     wait_until_idle(engine)  # the failed request's KV blocks are back
     assert engine.metrics().blocks_used == 0

@@ -39,7 +39,9 @@ import openvino as ov
 
 from ..engine.devices import KV_PRECISIONS, PRECISIONS
 from ..engine.loaded_model import LoadedModel
-from ..engine.runner import ChunkSchedule, Runner, RunnerGraphs, Sequence, compile_codec
+from ..engine.batch import Batch
+from ..engine.runner import ChunkSchedule, PythonRunner, compile_codec
+from ..engine.step import StepPlan
 from ..engine.sampling import SamplingParams, process_talker_logits
 from ..model.embed import PromptEmbeds
 from ..model.manifest import read_converted
@@ -182,23 +184,21 @@ class AccuracyReport:
     skipped: list[Skipped]
 
 
-class _RecordingRunner(Runner):
+class _RecordingRunner(PythonRunner):
     """The reference runner, keeping the talker's output row each time it samples a frame
     (it runs a single sequence, whose row is row 0)."""
 
-    def __init__(self, model: LoadedModel, tokens: int) -> None:
-        schedule = ChunkSchedule(offline=True)
-        graphs = RunnerGraphs.compile(model, schedule)
-        super().__init__(model, -(-tokens // graphs.block_size), schedule, graphs=graphs)
+    def __init__(self, model: LoadedModel) -> None:
+        super().__init__(model, ChunkSchedule(offline=True))
         self.logits: list[np.ndarray] = []
         self.hidden: list[np.ndarray] = []
 
-    def _run_talker(self, batch: list[Sequence]) -> tuple[list[Sequence], np.ndarray, np.ndarray]:
-        sampled, logits, hidden = super()._run_talker(batch)
-        if sampled:
+    def talker(self, plan: StepPlan) -> tuple[np.ndarray, np.ndarray]:
+        logits, hidden = super().talker(plan)
+        if plan.sampling:
             self.logits.append(logits[0].copy())
             self.hidden.append(hidden[0].copy())
-        return sampled, logits, hidden
+        return logits, hidden
 
 
 def greedy_params(model: LoadedModel, frames: int) -> SamplingParams:
@@ -212,13 +212,14 @@ def run_talker_loop(model: LoadedModel, prompt: PromptEmbeds, frames: int,
     [frames-1, H], every talker input after the prompt is replaced by its row (teacher
     forcing: the model's own codes are then never fed back)."""
     tokens = prompt.prefill.shape[0] + frames
-    runner = _RecordingRunner(model, tokens)
-    seq = runner.add(prompt, greedy_params(model, frames), max_frames=frames)
+    runner = _RecordingRunner(model)
+    batch = Batch(model, runner, -(-tokens // runner.block_size), runner.schedule)
+    seq = batch.add(prompt, greedy_params(model, frames), max_frames=frames)
     inputs: list[np.ndarray] = []
-    while runner.active:
+    while batch.active:
         if forced is not None and seq.num_frames:
             seq.pending = forced[seq.num_frames - 1][None]
-        runner.step()
+        batch.step()
         if not seq.finished and seq.num_frames > len(inputs):
             assert seq.pending is not None  # a running sequence has its next input
             inputs.append(seq.pending[0].copy())

@@ -14,7 +14,7 @@ from ..engine.audio import SAMPLE_RATE
 from ..engine.config import EngineConfig
 from ..engine.metrics import EngineMetrics
 from ..engine.open import Placement, open_engine
-from ..engine.runner import StepTimes
+from ..engine.step import StepTimes
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
 from ..model.prompt import VoiceRequest

@@ -1,1 +1,2 @@
-"""Running converted models: devices, KV block pool, sampling, the step runner."""
+"""Running converted models: devices, the scheduler, the batch (sequences and the KV block pool)
+and the runners that execute its steps."""

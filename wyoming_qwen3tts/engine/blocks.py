@@ -6,7 +6,7 @@ blocks it reserved. So a running sequence never finds the pool exhausted (no pre
 no recomputation that could change its numbers), and admission is the only place where a
 request waits for memory.
 
-The prefix cache (engine/runner.py) pins a few blocks per voice: the keys and values of the
+The prefix cache (engine/batch.py) pins a few blocks per voice: the keys and values of the
 prompt positions every request of that voice shares. Pinned blocks belong to no sequence
 and are free-able: a reservation or a table that needs them evicts the least recently used
 entries, so the cache never makes a request wait. They count as `free` (and `available`),

@@ -1,7 +1,8 @@
 """The scheduler: admits requests between steps, so every satellite speaking at once shares
 each weight read, and ends them on EOS, frame cap, abort or timeout.
 
-It runs on its own thread and owns the Runner; other threads only `submit`, `open`, `feed`,
+It runs on its own thread and owns the batch (engine/batch.py: the sequences, the KV pool and
+the runner that executes each step); other threads only `submit`, `open`, `feed`,
 `abort` and read `metrics()`, all under one short lock that is never held across inference.
 Admission is FIFO: the oldest waiting request goes first, and while it waits for KV blocks
 nobody overtakes it. A request reserves its worst case (prompt + frame cap) at admission, so
@@ -13,7 +14,7 @@ needs only the first text token), and each later token joins its trailing text. 
 cap, and so its reservation, grows with the text; while the pool cannot grow it, the new
 tokens wait, as does a sequence whose next text token has not arrived.
 
-The runner keeps the KV of recent voices' prompt prefixes (engine.prefix_cache, engine/runner.py)
+The batch keeps the KV of recent voices' prompt prefixes (engine.prefix_cache, engine/batch.py)
 in pool blocks that count as free: a request that needs them evicts them, so admission never
 waits for the cache, and an idle pool has every block free.
 """
@@ -31,12 +32,15 @@ import numpy as np
 from ..model.prompt import Prompt, VoiceRequest, build_open_prompt
 from ..model.token_stream import TextTokenStream
 from .audio import SAMPLE_RATE
+from .batch import Batch
 from .config import EngineConfig
 from .loaded_model import LoadedModel
 from .metrics import EngineMetrics, MetricsWindow
 from .native import NativeRunner
-from .runner import ChunkSchedule, Runner, Sequence
+from .runner import ChunkSchedule, PythonRunner
 from .sampling import SamplingParams
+from .sequence import Sequence
+from .step import Runner
 from .stream import AudioChunk, AudioStream, EngineBusy, EngineError, RequestAborted, RequestTimeout, StreamResult
 from .utterance import Utterance
 
@@ -88,12 +92,12 @@ class _Request:
                                                                        self.closed > self.fed_closed)
 
 
-def make_runner(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule) -> Runner | NativeRunner:
-    """The step loop the config asks for: the native runner, or the Python reference."""
-    if config.runner == "native":
-        return NativeRunner(model, config, schedule)
-    return Runner(model, config.kv_blocks or None, schedule, config.prefill_chunk, config.prefix_cache,
-                  kv_cache_bytes=config.kv_cache_mb * 2**20)
+def open_batch(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule) -> Batch:
+    """The runner the config asks for (the native executor, or the Python reference) under a
+    batch with the config's KV pool."""
+    runner: Runner = NativeRunner(model, schedule) if config.runner == "native" else PythonRunner(model, schedule)
+    num_blocks = config.kv_blocks or max(1, config.kv_cache_mb * 2**20 // runner.kv_block_bytes)
+    return Batch(model, runner, num_blocks, schedule, config.prefill_chunk, config.prefix_cache)
 
 
 class Scheduler:
@@ -110,7 +114,8 @@ class Scheduler:
         self.model, self.config = model, config
         self.defaults = defaults or SamplingParams.from_defaults(model.spec.generation)
         schedule = schedule or ChunkSchedule(config.first_chunk, config.steady_chunk)
-        self.runner = make_runner(model, config, schedule)
+        self.batch = open_batch(model, config, schedule)
+        self.runner = self.batch.runner
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
         self._waiting: collections.deque[_Request] = collections.deque()
@@ -125,9 +130,9 @@ class Scheduler:
         self._idle = True  # no request running or waiting, as of the last tick
         self._metrics = self._snapshot()
         log.info("engine (%s runner): %d KV blocks of %d tokens (%.0f MB), batch %d, queue %d, prefix cache %s",
-                 config.runner, self.runner.pool.num_blocks, self.runner.block_size,
-                 self.runner.pool.num_blocks * self.runner.kv_block_bytes / 2**20, config.max_batch, config.max_queue,
-                 "on" if self.runner.prefix_cache else "off")
+                 config.runner, self.batch.pool.num_blocks, self.runner.block_size,
+                 self.batch.pool.num_blocks * self.runner.kv_block_bytes / 2**20, config.max_batch, config.max_queue,
+                 "on" if self.batch.prefix_cache else "off")
 
     # --- any thread ---
     def submit(self, voice: VoiceRequest, params: SamplingParams | None = None, *, max_frames: int | None = None,
@@ -138,7 +143,7 @@ class Scheduler:
         params = params or self.defaults
         params.validate()
         # a prompt the cache can never hold fails here
-        self.runner.frame_budget(len(prompt), self._cap(prompt.text_tokens, params, max_frames))
+        self.batch.frame_budget(len(prompt), self._cap(prompt.text_tokens, params, max_frames))
         req = self._queue(prompt, params, max_frames, timeout)
         log.debug("request %d queued: %d prompt tokens", req.id, len(prompt))
         return req.stream
@@ -180,7 +185,7 @@ class Scheduler:
             self._next_id += 1
             deadline = time.monotonic() + timeout if timeout > 0 else None
             stream = AudioStream(rid, self.abort)
-            stream.chunk_frames = self.runner.schedule.steady
+            stream.chunk_frames = self.batch.schedule.steady
             req = _Request(rid, prompt, params, max_frames, deadline, stream, voice=voice,
                            closed=voice is None, fed_closed=voice is None)
             self._waiting.append(req)
@@ -223,8 +228,7 @@ class Scheduler:
                 raise RuntimeError(f"the engine thread did not stop within {timeout} s")
             self._thread = None
         self._drain_all(RequestAborted("the engine shut down"), waiting=True)
-        if hasattr(self.runner, "close"):  # the native runner's graphs go now, not at a collector's pass
-            self.runner.close()
+        self.runner.close()  # the native runner's graphs go now, not at a collector's pass
 
     def __enter__(self) -> Scheduler:
         return self.start()
@@ -296,7 +300,7 @@ class Scheduler:
             self._metrics = m = self._snapshot()
         if not self._idle and not m.active and not m.queue_depth:  # every block should be back (the soak reads it)
             log.debug("engine idle: %d/%d KV blocks free (%d of them pinned by the prefix cache)", m.blocks_free,
-                      m.blocks_total, self.runner.pool.pinned)
+                      m.blocks_total, self.batch.pool.pinned)
         self._idle = not m.active and not m.queue_depth
 
     def _take_text(self, req: _Request, ids: list[int], closed: bool) -> None:
@@ -311,7 +315,7 @@ class Scheduler:
         try:
             req.prompt = build_open_prompt(self.model.spec, self.model.tokenizer, req.voice, req.text, req.closed)
             if req.prompt is not None:  # a prompt the cache can never hold fails here
-                self.runner.frame_budget(len(req.prompt), self._cap(req.prompt.text_tokens, req.params,
+                self.batch.frame_budget(len(req.prompt), self._cap(req.prompt.text_tokens, req.params,
                                                                      req.max_frames))
         except ValueError as e:  # PromptError too
             self._end(req.id, EngineError(str(e)))
@@ -321,7 +325,7 @@ class Scheduler:
         cap of the longer text; while the pool cannot reserve that, the text waits."""
         ids = req.text[req.fed:] + ([self.model.spec.text_ids.tts_eos] if req.closed else [])
         rows = self.model.embed_text(ids)
-        if self.runner.extend(req.sequence, rows, req.closed, self._cap(len(req.text), req.params, req.max_frames)):
+        if self.batch.extend(req.sequence, rows, req.closed, self._cap(len(req.text), req.params, req.max_frames)):
             req.fed, req.fed_closed = len(req.text), req.closed
         else:
             self._pool_full = True
@@ -340,12 +344,12 @@ class Scheduler:
                     return
                 assert req.prompt is not None
                 cap = self._cap(req.prompt.text_tokens, req.params, req.max_frames)
-                if not self.runner.can_admit(len(req.prompt), cap):
+                if not self.batch.can_admit(len(req.prompt), cap):
                     self._pool_full = True
                     return
                 self._waiting.remove(req)
             try:
-                req.seq = self.runner.add(self.model.embed_prompt(req.prompt), req.params, cap,
+                req.seq = self.batch.add(self.model.embed_prompt(req.prompt), req.params, cap,
                                           text_open=not req.closed, prefix_len=req.prompt.prefix_len)
             except Exception as e:
                 log.warning("request %d rejected: %s", req.id, e)
@@ -360,7 +364,7 @@ class Scheduler:
     def _step(self) -> None:
         start = time.monotonic()
         frames_before = sum(r.sequence.num_frames for r in self._running.values())
-        self.runner.step()
+        self.batch.step()
         frames = sum(r.sequence.num_frames for r in self._running.values()) - frames_before
         self._window.add(time.monotonic(), frames, time.monotonic() - start)
         for req in list(self._running.values()):
@@ -396,7 +400,7 @@ class Scheduler:
         reason = ("timeout" if isinstance(error, RequestTimeout) else "aborted" if isinstance(error, RequestAborted)
                   else f"error: {error}")
         if req.seq is not None:
-            self.runner.abort(req.seq, reason)
+            self.batch.abort(req.seq, reason)
         self._finish(req, reason, error)
 
     def _finish(self, req: _Request, reason: str, error: EngineError | None = None) -> None:
@@ -428,7 +432,7 @@ class Scheduler:
             self._metrics = self._snapshot()
 
     def _snapshot(self) -> EngineMetrics:
-        pool = self.runner.pool
-        return self._window.snapshot(dataclasses.replace(self.runner.times), queue_depth=len(self._waiting),
+        pool = self.batch.pool
+        return self._window.snapshot(self.batch.times, queue_depth=len(self._waiting),
                                      active=len(self._running),
                                      blocks_used=pool.used, blocks_free=pool.free, blocks_total=pool.num_blocks)
