@@ -1,5 +1,61 @@
 # The compiled native runner (native/src/module.cpp, pybind11), built into the wheel; mypy
-# cannot read the extension, so its names are typed as Any here.
-from typing import Any
+# cannot read the extension, so its API is typed here. engine/native.py is its one user.
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
 
-def __getattr__(name: str) -> Any: ...
+# The columns of Runner.forward's `sampling` matrix (engine/sampling.py SamplingParams fields).
+SAMPLING_FIELDS: tuple[str, ...]
+
+class StepTimes:
+    @property
+    def talker_s(self) -> float: ...
+    @property
+    def subcode_s(self) -> float: ...
+    @property
+    def codec_s(self) -> float: ...
+
+class RunnerConfig:
+    talker_xml: str
+    subcode_xml: str
+    first_xml: dict[int, str]
+    steady_xml: dict[int, str]
+    talker_device: str
+    subcode_device: str
+    decoder_device: str
+    talker_properties: dict[str, str]
+    subcode_properties: dict[str, str]
+    decoder_properties: dict[str, str]
+    decoder_batch: int
+    num_layers: int
+    first_chunk: int
+    steady_chunk: int
+    offline: bool
+    eos: int
+    suppress_from: int
+    groups: int
+    primed_states: int
+    def __init__(self) -> None: ...
+
+class Runner:
+    def __init__(self, config: RunnerConfig) -> None: ...
+    @property
+    def block_size(self) -> int: ...
+    @property
+    def kv_block_bytes(self) -> int: ...
+    @property
+    def hidden(self) -> int: ...
+    @property
+    def times(self) -> StepTimes: ...
+    @property
+    def load_memory(self) -> list[tuple[str, int, int]]: ...
+    @property
+    def closed(self) -> bool: ...
+    def allocate_kv(self, num_blocks: int) -> None: ...
+    def forward(self, copies: ArrayLike, embeds: ArrayLike, positions: ArrayLike, past_lens: ArrayLike,
+                begins: ArrayLike, block_indices: ArrayLike, block_begins: ArrayLike, max_context: int,
+                sample_rows: ArrayLike, sampling: ArrayLike, history: ArrayLike, history_begins: ArrayLike,
+                uniforms: ArrayLike) -> tuple[NDArray[np.int64], NDArray[np.float32]]: ...
+    def open_stream(self, stream: int, prefix: ArrayLike | None = None) -> None: ...
+    def decode(self, chunks: list[tuple[int, ArrayLike, int]]) -> list[NDArray[np.float32]]: ...
+    def close_stream(self, stream: int) -> None: ...
+    def close(self) -> None: ...

@@ -1,37 +1,27 @@
-"""The native runner (native/, module `wyoming_qwen3tts._native`) behind the interface of the
-Python reference runner, so the scheduler drives either.
+"""The native runner: engine/step.py's executor in C++ (native/, module
+`wyoming_qwen3tts._native`), so that a step's inferences and its sampling run with no Python
+between them and without the GIL.
 
 The C++ runner compiles the talker (paged), subcode and codec chunk graphs itself from the
-IR files (an ov.Model cannot cross into another pybind11 module), owns the KV pool and the
-sequences, and runs each step without the GIL. Python still embeds prompts (once per
-request) and makes each request's draws, so both runners sample the same numbers.
+IR files (an ov.Model cannot cross into another pybind11 module) and keeps only the KV cache
+tensors and each codec stream's decoder state; the batch (engine/batch.py) owns the pool and
+the sequences. This module hands it each plan as flat arrays, which cross without a
+per-element conversion.
 """
 from __future__ import annotations
 
-from typing import Any
-
 import numpy as np
 
-from .blocks import PREFIX_ENTRIES
-from .config import EngineConfig
 from .loaded_model import LoadedModel
-from .runner import (
-    PRIMED_STATES,
-    SUBCODE_STEPS,
-    ChunkSchedule,
-    Draws,
-    StepTimes,
-    can_admit,
-    frame_budget,
-    prefix_cache_supported,
-)
-from .sampling import SamplingParams, suppress_from
+from .runner import PRIMED_STATES, ChunkSchedule, prefix_cache_supported
+from .sampling import suppress_from
+from .step import GROUPS, CodecChunk, StepOutput, StepPlan, StepTimes
 
-_native: Any
 try:
     from .. import _native
+
+    _IMPORT_ERROR: ImportError | None = None
 except ImportError as e:  # a build without the extension (it is built by `pip install .`)
-    _native = None
     _IMPORT_ERROR = e
 
 
@@ -40,10 +30,10 @@ def _properties(config: dict) -> dict[str, str]:
 
 
 class NativeRunner:
-    """Runner (engine/runner.py) protocol over the C++ runner."""
+    """engine/step.py's Runner over the C++ one."""
 
-    def __init__(self, model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule) -> None:
-        if _native is None:
+    def __init__(self, model: LoadedModel, schedule: ChunkSchedule) -> None:
+        if _IMPORT_ERROR is not None:
             raise RuntimeError(f"the native runner is not built ({_IMPORT_ERROR}); reinstall with `pip install .`, "
                                f"or set engine.runner: python")
         spec = model.spec
@@ -58,21 +48,12 @@ class NativeRunner:
         c.subcode_properties = _properties(model.properties("subcode"))
         c.decoder_properties = _properties(model.properties("decoder"))
         c.num_layers = spec.talker.stack.num_layers
-        c.kv_blocks = config.kv_blocks or 0
-        c.kv_cache_bytes = config.kv_cache_mb * 2**20
         c.first_chunk, c.steady_chunk, c.offline = schedule.first, schedule.steady, schedule.offline
-        c.prefill_chunk = config.prefill_chunk
-        c.prefix_cache = config.prefix_cache and prefix_cache_supported(model.devices["talker"])
-        c.eos, c.suppress_from, c.groups = spec.codec_ids.eos, suppress_from(spec.talker.vocab_size), SUBCODE_STEPS + 1
-        c.prefix_entries, c.primed_states = PREFIX_ENTRIES, PRIMED_STATES
-        c.tts_pad = model.tts_pad.astype(np.float32)
+        c.eos, c.suppress_from, c.groups = spec.codec_ids.eos, suppress_from(spec.talker.vocab_size), GROUPS
+        c.primed_states = PRIMED_STATES
         self._runner = _native.Runner(c)
         self.model, self.schedule = model, schedule
-        self._draws: dict[int, Draws] = {}  # open sequences' generators: a growing frame cap draws on
-
-    @property
-    def pool(self):
-        return self._runner.pool
+        self.can_copy_blocks = prefix_cache_supported(model.devices["talker"])
 
     @property
     def block_size(self) -> int:
@@ -83,14 +64,6 @@ class NativeRunner:
         return self._runner.kv_block_bytes
 
     @property
-    def capacity_tokens(self) -> int:
-        return self._runner.capacity_tokens
-
-    @property
-    def active(self) -> list:
-        return self._runner.active
-
-    @property
     def load_memory(self) -> list[tuple[str, int, int]]:
         """(stage, anonymous kB, file kB) resident before loading and after each graph."""
         return list(self._runner.load_memory)
@@ -98,59 +71,37 @@ class NativeRunner:
     @property
     def times(self) -> StepTimes:
         t = self._runner.times
-        return StepTimes(t.steps, t.talker_s, t.subcode_s, t.codec_s, t.host_s)
+        return StepTimes(talker_s=t.talker_s, subcode_s=t.subcode_s, codec_s=t.codec_s)
 
-    def frame_budget(self, prompt_tokens: int, max_frames: int) -> int:
-        return frame_budget(self, prompt_tokens, max_frames)
+    def allocate_kv(self, num_blocks: int) -> None:
+        self._runner.allocate_kv(num_blocks)
 
-    def can_admit(self, prompt_tokens: int, max_frames: int) -> bool:
-        return can_admit(self, prompt_tokens, max_frames)
+    def forward(self, plan: StepPlan) -> StepOutput:
+        rows = plan.sampling
+        k = len(rows)
+        fields = _native.SAMPLING_FIELDS
+        sampling = np.array([[getattr(s.params, f) for f in fields] for s in rows], np.float64).reshape(k, len(fields))
+        history_begins = np.zeros(k + 1, np.int64)
+        np.cumsum([s.history.shape[0] for s in rows], out=history_begins[1:])
+        history = np.concatenate([s.history for s in rows]) if k else np.zeros(0, np.int64)
+        uniforms = np.stack([s.uniforms for s in rows]) if k else np.zeros((0, GROUPS))
+        codes, embeddings = self._runner.forward(
+            plan.copies, plan.embeds, plan.positions, plan.past_lens, plan.begins, plan.block_indices,
+            plan.block_begins, plan.max_context, plan.sample_rows[:k],  # the C++ side adds the row a graph needs
+            sampling, history, history_begins, uniforms)
+        return StepOutput(codes, embeddings)
 
-    @property
-    def prefix_cache(self) -> bool:
-        return self._runner.prefix_cache
+    def open_stream(self, stream: int, prefix: np.ndarray | None) -> None:
+        self._runner.open_stream(stream, prefix)
 
-    def add(self, embeds, params: SamplingParams, max_frames: int | None = None, text_open: bool = False,
-            prefix_len: int = 0):
-        frames = self.frame_budget(embeds.prefill.shape[0], params.frame_limit(max_frames))
-        p = _native.SamplingParams()
-        for name in ("do_sample", "top_k", "top_p", "temperature", "repetition_penalty", "subtalker_do_sample",
-                     "subtalker_top_k", "subtalker_top_p", "subtalker_temperature", "min_frames"):
-            setattr(p, name, getattr(params, name))
-        draws = Draws(params.seed)
-        seq = self._runner.add(embeds.prefill, embeds.trailing, p, draws.next(frames).ravel(), frames,
-                               embeds.codec_prefix, text_open, prefix_len)
-        if text_open and not seq.finished:
-            self._draws[seq.id] = draws
-        return seq
+    def decode(self, chunks: list[CodecChunk]) -> list[np.ndarray]:
+        return self._runner.decode([(c.stream, c.codes, c.size) for c in chunks])
 
-    def extend(self, seq, rows: np.ndarray, closed: bool, max_frames: int) -> bool:
-        """As Runner.extend: the uniforms of the frames a larger cap adds continue the
-        request's draws."""
-        if seq.finished:
-            return True
-        frames = max(seq.max_frames, self.frame_budget(seq.prompt_tokens, max_frames))
-        draws = self._draws[seq.id]
-        uniforms = draws.next(frames - seq.max_frames)
-        if not self._runner.extend(seq, rows, closed, frames, uniforms.ravel()):
-            draws.unread(uniforms)
-            return False
-        if closed:
-            del self._draws[seq.id]
-        return True
-
-    def abort(self, seq, reason: str = "aborted") -> None:
-        self._draws.pop(seq.id, None)
-        self._runner.abort(seq, reason)
+    def close_stream(self, stream: int) -> None:
+        self._runner.close_stream(stream)
 
     def close(self) -> None:
-        """Free the C++ runner's graphs and mapped weights now (Scheduler.close), instead of
-        whenever this object happens to be collected; step() and add() raise afterwards, the
-        pool and times stay readable. Idempotent."""
+        """Free the C++ runner's graphs, KV cache and mapped weights now (Scheduler.close),
+        instead of whenever this object happens to be collected; forward() and decode() raise
+        afterwards, times stay readable. Idempotent."""
         self._runner.close()
-
-    def step(self) -> list:
-        done = self._runner.step()
-        for seq in done:
-            self._draws.pop(seq.id, None)
-        return done

@@ -1,7 +1,8 @@
-// The native runner: the step loop of engine/runner.py in C++ — one paged talker call for
-// every active sequence (prefill chunks and decode rows mixed), sampling, one subcode call
-// for the batch, next embeddings, codec chunks — with no Python between two inferences.
-// The Python scheduler keeps admission, timeouts and aborts.
+// The native runner: the executor of the engine line (wyoming_qwen3tts/engine/step.py).
+// The Python batch (engine/batch.py) owns the KV block pool and the sequences and plans each
+// step; this runs the plan — block copies, one paged talker call, group-0 sampling, one
+// subcode call — and the codec chunks it asks for, with no Python between the inferences.
+// Its only per-sequence state is each codec stream's decoder state.
 #pragma once
 
 #include <atomic>
@@ -11,15 +12,15 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <openvino/openvino.hpp>
 
-#include "qwen3tts/block_pool.hpp"
 #include "qwen3tts/codec_stream.hpp"
 #include "qwen3tts/mapped_ir.hpp"
 #include "qwen3tts/resident_memory.hpp"
-#include "qwen3tts/sequence.hpp"
+#include "qwen3tts/step_plan.hpp"
 
 namespace qwen3tts {
 
@@ -32,21 +33,15 @@ struct RunnerConfig {
   Properties talker_properties, subcode_properties, decoder_properties;  // compile properties, per graph
   int64_t decoder_batch = 0;                          // static batch for the codec graphs (0: as stored)
   int64_t num_layers = 0;
-  int64_t kv_blocks = 0;                              // pool size in blocks, or 0: from kv_cache_bytes
-  int64_t kv_cache_bytes = 0;
   int64_t first_chunk = 1, steady_chunk = 8;
-  bool offline = false;                               // decode nothing while generating
-  int64_t prefill_chunk = 256;
-  bool prefix_cache = false;                          // keep the KV of voice prefixes (engine/runner.py)
-  int64_t eos = 0, suppress_from = 0, groups = 16;  // talker ids >= suppress_from are never drawn, but EOS
-  int64_t prefix_entries = 0;                         // voice prefixes the pool keeps pinned
+  bool offline = false;                               // no codec streams: decoded elsewhere at the end
+  int64_t eos = 0, suppress_from = 0, groups = 16;    // talker ids >= suppress_from are never drawn, but EOS
   int64_t primed_states = 0;                          // decoder states primed with reference codes kept
-  std::vector<float> tts_pad;                         // [hidden] text embedding after the text runs out
 };
 
+// Inference time of each graph, summed since the runner was made.
 struct StepTimes {
-  int64_t steps = 0;
-  double talker_s = 0, subcode_s = 0, codec_s = 0, host_s = 0;
+  double talker_s = 0, subcode_s = 0, codec_s = 0;
 };
 
 class Runner {
@@ -59,73 +54,55 @@ class Runner {
   Runner(const Runner&) = delete;
   Runner& operator=(const Runner&) = delete;
 
-  int64_t block_size() const { return pool_->block_size(); }
+  int64_t block_size() const { return block_size_; }
   int64_t groups() const { return config_.groups; }
+  int64_t hidden() const { return hidden_; }
+  // Bytes of one block of every layer's key and value cache.
   int64_t kv_block_bytes() const { return kv_block_bytes_; }
-  int64_t capacity_tokens() const { return pool_->num_blocks() * pool_->block_size(); }
-  const BlockPool& pool() const { return *pool_; }
-  bool prefix_cache() const { return config_.prefix_cache; }
-  const StepTimes& times() const { return times_; }
-  const std::vector<std::shared_ptr<Sequence>>& active() const { return active_; }
+  StepTimes times() const;
   // Resident memory before loading and after each graph was compiled, run once and released.
   const std::vector<MemoryMark>& load_memory() const { return load_memory_; }
 
-  // A new sequence that may make max_frames frames (the caller's budget, engine/runner.py
-  // frame_budget; its prompt plus those frames are reserved in the pool).
-  // prefill [rows × hidden], trailing [rows × hidden], uniforms [≥ frames × 16];
-  // codec_prefix: reference codes [R × 16] the stream's decoder hears first (in-context
-  // cloning), or empty. text_open: the trailing text grows through extend() until closed.
-  // prefix_len: the prompt's leading positions that depend only on the voice (the prefix
-  // cache's unit; 0: none).
-  std::shared_ptr<Sequence> add(std::vector<float> prefill, std::vector<float> trailing, int64_t hidden,
-                                const SamplingParams& params, std::vector<double> uniforms, int64_t max_frames,
-                                const std::vector<int64_t>& codec_prefix = {}, bool text_open = false,
-                                int64_t prefix_len = 0);
-  // More text for an open sequence: trailing rows [n × hidden], whether the text is now
-  // complete, its frame cap for the longer text and the uniforms of the frames that cap adds
-  // (the request's draws continued). Returns false, changing nothing, while the pool cannot
-  // reserve that cap.
-  bool extend(const std::shared_ptr<Sequence>& seq, const std::vector<float>& rows, bool closed, int64_t max_frames,
-              const std::vector<double>& uniforms);
-  void abort(const std::shared_ptr<Sequence>& seq, const std::string& reason);
-  // Advance every active sequence by one frame; returns those that finished.
-  std::vector<std::shared_ptr<Sequence>> step();
-  // Free the graphs now — infer requests, compiled models, then the weights they were read
-  // from — rather than whenever the last reference goes (from Python: at a collector's pass,
-  // in whatever thread and call it interrupts). Waits for an add() or step() in progress;
-  // afterwards both throw std::runtime_error. The pool, the sequences and the times stay
-  // readable. Idempotent.
+  // Makes the KV cache num_blocks blocks (allocated, not touched: a block becomes resident
+  // when a sequence first writes it). Once, before the first forward().
+  void allocate_kv(int64_t num_blocks);
+  // Copies the plan's blocks, runs the talker over its rows, samples group 0 of the sampled
+  // rows and runs one subcode call for those that did not draw EOS.
+  StepOutput forward(const StepPlan& plan);
+  // A codec stream for sequence `id`: fresh, or (prefix: [R × groups] reference codes, in-context
+  // cloning) primed with the reference. Nothing when offline. Throws if `id` is open.
+  void open_stream(int64_t id, const std::vector<int64_t>& prefix);
+  // PCM of each chunk, in order; one codec call per chunk size. At most one chunk per stream.
+  std::vector<std::vector<float>> decode(const std::vector<CodecChunk>& chunks);
+  void close_stream(int64_t id);  // idempotent
+
+  // Free the graphs now — infer requests, compiled models, the KV cache, the codec states,
+  // then the weights they were read from — rather than whenever the last reference goes
+  // (from Python: at a collector's pass, in whatever thread and call it interrupts). Waits
+  // for a call in progress; afterwards the calls above throw std::runtime_error. Idempotent.
   void close();
   bool closed() const { return closed_; }
 
  private:
-  void finish(Sequence& seq, const std::string& reason);
-  // The prefix cache (engine/runner.py's module docstring): a cached prefix is copied into
-  // the sequence's first blocks and only the rest is fed; an uncached one is fed alone, then
-  // pinned. The last prefix position stays with the rest.
-  void start_prefix(Sequence& seq, int64_t prefix_len);
-  void pin_prefix(Sequence& seq);
-  // Every layer's keys and values of blocks `source` into blocks `target` (whole rows of each
-  // cache tensor, quantization scales included).
-  void copy_blocks(const std::vector<int32_t>& source, const std::vector<int32_t>& target);
-  // Rows of the pending input the next talker call feeds: a prefill chunk, which stops at the
-  // end of a prefix to be cached and leaves no single prompt row for a call of its own.
-  int64_t feed_rows(const Sequence& seq) const;
-  // The talker's next input after a frame: its embedding plus trailing-text row t (t = the
-  // frame's index) or the pad once the text has run out; held while an open text has no row t.
-  void feed_frame(Sequence& seq, const float* frame);
-  std::vector<Sequence*> run_talker(const std::vector<Sequence*>& batch, std::vector<float>& logits,
-                                    std::vector<float>& hidden);
-  std::vector<size_t> sample_code0(const std::vector<Sequence*>& sampled, const std::vector<float>& logits);
-  void run_subcode(const std::vector<size_t>& rows, const std::vector<float>& hidden,
-                   const std::vector<Sequence*>& sampled);
-  void decode_ready();
   void compile_codec();
   void compile_talker();
   void compile_subcode();
+  void set_caches(int64_t blocks);  // key_cache.N and value_cache.N of `blocks` blocks, set on the talker
+  void check_open() const;          // under mutex_
+  // Throws std::invalid_argument unless the plan's arrays fit each other, the KV cache and
+  // the graphs (a wrong index would read or write outside a tensor).
+  void check(const StepPlan& plan) const;
+  // Every layer's keys and values of block pairs (source, target), in order (whole rows of
+  // each cache tensor, quantization scales included).
+  void copy_blocks(const std::vector<int32_t>& pairs);
+  // The sampled rows' group-0 codes (eos where drawn) from the talker's logits [k × vocab].
+  std::vector<int64_t> sample_code0(const StepPlan& plan, const float* logits);
+  // Codes 1..15 and the frame embedding of the rows that did not draw EOS.
+  void run_subcode(const StepPlan& plan, const std::vector<int64_t>& code0, const float* hidden, StepOutput& out);
   // The codec state after `prefix`, from the last few primed (a cloned voice primes the same
   // reference for every sentence).
   CodecState primed(const std::vector<int64_t>& prefix);
+  void add_time(double StepTimes::*field, double seconds);
   void release_graphs();  // under mutex_
 
   RunnerConfig config_;
@@ -138,15 +115,15 @@ class Runner {
   ov::CompiledModel talker_, subcode_;
   ov::InferRequest talker_req_, subcode_req_;
   std::unique_ptr<StreamingCodec> codec_;
-  std::unique_ptr<BlockPool> pool_;
   std::vector<ov::Tensor> caches_;  // key_cache.N and value_cache.N: [blocks, ...] each
-  int64_t kv_block_bytes_ = 0, hidden_ = 0;
-  std::vector<std::shared_ptr<Sequence>> active_;
-  int64_t next_id_ = 0;
-  StepTimes times_;
-  std::vector<MemoryMark> load_memory_;
+  int64_t num_blocks_ = 0;          // of the KV cache allocate_kv made (0: not yet)
+  int64_t kv_block_bytes_ = 0, block_size_ = 0, hidden_ = 0, vocab_ = 0;
+  std::map<int64_t, CodecState> streams_;                          // by sequence id
   std::list<std::pair<std::vector<int64_t>, CodecState>> primed_;  // most recent first
-  std::mutex mutex_;  // add(), step() and close(): the graphs never go while in use
+  std::vector<MemoryMark> load_memory_;
+  StepTimes times_;
+  mutable std::mutex times_mutex_;  // times_ is read from any thread
+  std::mutex mutex_;                // every call: the graphs never go while in use
   std::atomic<bool> closed_{false};
 };
 
