@@ -2,8 +2,8 @@
 scheduler: the tests' way to run exact batches (every prompt must fit the pool at once)."""
 from __future__ import annotations
 
-from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.batch import Batch
+from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.runner import ChunkSchedule, PythonRunner
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.sequence import Sequence

@@ -6,7 +6,6 @@ import logging
 import openvino as ov
 import pytest
 
-from wyoming_qwen3tts.engine.config import EngineConfig
 from wyoming_qwen3tts.engine.devices import (
     DeviceError,
     check_kv_cache,
@@ -228,10 +227,10 @@ def test_the_model_and_the_native_runner_get_each_graphs_precision(converted_fac
         model = LoadedModel(model_dir, precision="auto", kv_precision="u8")
     assert model.precisions == {"talker": "f32", "subcode": "f32", "decoder": expected}
     assert f"talker CPU f32, subcode CPU f32, decoder CPU {expected} (precision auto" in caplog.text
-    native.NativeRunner(model, EngineConfig(), ChunkSchedule(1, 8, False))
+    native.NativeRunner(model, ChunkSchedule(1, 8, False))
     exact = LoadedModel(model_dir, precision="f32", kv_precision="u8")
     assert exact.precisions == {"talker": "f32", "subcode": "f32", "decoder": "f32"}
-    native.NativeRunner(exact, EngineConfig(), ChunkSchedule(1, 8, False))
+    native.NativeRunner(exact, ChunkSchedule(1, 8, False))
     (auto, f32) = captured
     for config, decoder in ((auto, expected), (f32, "f32")):
         for graph, precision in (("talker", "f32"), ("subcode", "f32"), ("decoder", decoder)):

@@ -155,7 +155,7 @@ def test_closing_the_runner_mid_generation_waits_for_the_step_and_ends_the_reque
                 pass
         assert stream.result.frames < 400
         with pytest.raises(RuntimeError, match="the runner is closed"):
-            sched.batch.step()
+            sched.runner.decode([])
         pool = sched.batch.pool
         assert pool.free == pool.num_blocks  # what is left readable: the pool and the times
     finally:

@@ -44,7 +44,8 @@ class StepPlan:
     block_indices: np.ndarray  # int32: every sequence's block table, one after another
     block_begins: np.ndarray  # [n + 1] int32: where each table begins in `block_indices`
     max_context: int  # the longest sequence's cached + fed tokens
-    sample_rows: np.ndarray  # [k] int64: rows of `embeds` whose output is sampled (a sequence's last)
+    sample_rows: np.ndarray  # [k] int64: rows of `embeds` whose output is sampled (a sequence's last);
+    # [0] when k = 0, since the graph wants at least one row
     sampling: list[Sampling]  # [k], in the order of sample_rows
 
 
