@@ -37,12 +37,12 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 
+from ..engine.batch import Batch
 from ..engine.devices import KV_PRECISIONS, PRECISIONS
 from ..engine.loaded_model import LoadedModel
-from ..engine.batch import Batch
 from ..engine.runner import ChunkSchedule, PythonRunner, compile_codec
-from ..engine.step import StepPlan
 from ..engine.sampling import SamplingParams, process_talker_logits
+from ..engine.step import StepPlan
 from ..model.embed import PromptEmbeds
 from ..model.manifest import read_converted
 from ..model.prompt import VoiceRequest

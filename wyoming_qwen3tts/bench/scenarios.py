@@ -14,9 +14,9 @@ from ..engine.audio import SAMPLE_RATE
 from ..engine.config import EngineConfig
 from ..engine.metrics import EngineMetrics
 from ..engine.open import Placement, open_engine
-from ..engine.step import StepTimes
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
+from ..engine.step import StepTimes
 from ..model.prompt import VoiceRequest
 from .process import peak_rss_mb, resident_kb, rss_mb
 from .stats import Spread, percentile
