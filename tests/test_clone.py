@@ -46,6 +46,7 @@ async def describe(uri: str) -> Info:
         await client.write_event(Describe().event())
         return Info.from_event(await client.read_event())
 
+
 RATE = 24000
 REF_TEXT = "This is the reference recording of the voice."
 TEXT = "Hello world, this is a parity test of the cloned voice."

@@ -183,4 +183,3 @@ def result(x: T, name: str) -> ov.Node:
     node = opset13.result(x.o, name=name)
     node.output(0).get_tensor().set_names({name})
     return node
-

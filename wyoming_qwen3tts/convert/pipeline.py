@@ -281,4 +281,3 @@ def convert(src: str | Path, out: Path, weights: str = "int8", force: bool = Fal
     log.info("converted %s -> %s (%s weights, %d graphs, %.1f MB) in %.1f s, peak RSS %.2f GB", src, out, weights,
              len(graphs), total / 1e6, time.perf_counter() - start, _peak_rss_gb())
     return out
-

@@ -21,4 +21,3 @@ def write_wav(path: str | Path, pcm: np.ndarray, sample_rate: int = SAMPLE_RATE)
         f.setsampwidth(2)
         f.setframerate(sample_rate)
         f.writeframes(to_int16(pcm).tobytes())
-

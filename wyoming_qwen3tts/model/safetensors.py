@@ -164,4 +164,3 @@ def write_streaming(
 
 def _write_array(f: BinaryIO, array: np.ndarray) -> None:
     f.write(np.ascontiguousarray(array).tobytes(order="C"))
-
