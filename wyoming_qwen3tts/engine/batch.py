@@ -18,6 +18,7 @@ same reason no prefill chunk leaves a single prompt row to a call of its own.
 """
 from __future__ import annotations
 
+import itertools
 import time
 
 import numpy as np
@@ -177,26 +178,22 @@ class Batch:
         """The talker call of this step: decode rows and prefill chunks of every sequence.
         Sequences whose input is then all in the cache sample (returned in row order); one
         still mid-prefill gets no row."""
-        feeds = [s.rows[:self._feed_rows(s)] for s in batch]
-        counts = [f.shape[0] for f in feeds]
-        begins = np.concatenate([[0], np.cumsum(counts)]).astype(np.int32)
+        counts = [self._feed_rows(s) for s in batch]
         tables = [self.pool.grow(s.id, s.cached + n) for s, n in zip(batch, counts)]
-        past = np.array([s.cached for s in batch], np.int32)
-        positions = np.concatenate([np.arange(s.cached, s.cached + n) for s, n in zip(batch, counts)])
         last = [s.rows.shape[0] == n for s, n in zip(batch, counts)]
         sampled = [s for s, done in zip(batch, last) if done]
-        rows = [int(begins[i + 1]) - 1 for i, done in enumerate(last) if done]
+        begins = [0, *itertools.accumulate(counts)]
         copies, self._copies = self._copies, []
-        plan = StepPlan(
+        plan = StepPlan(  # lists, not numpy operations: a decode step's arrays are a few numbers each
             copies=np.array(copies, np.int32).reshape(-1, 2),
-            embeds=np.concatenate(feeds).astype(np.float32, copy=False),
-            positions=positions.astype(np.int64),
-            past_lens=past,
-            begins=begins,
-            block_indices=np.concatenate(tables).astype(np.int32),
-            block_begins=np.concatenate([[0], np.cumsum([len(t) for t in tables])]).astype(np.int32),
-            max_context=int(max(s.cached + n for s, n in zip(batch, counts))),
-            sample_rows=np.array(rows or [0], np.int64),  # the graph wants at least one row
+            embeds=np.concatenate([s.rows[:n] for s, n in zip(batch, counts)]).astype(np.float32, copy=False),
+            positions=np.array([p for s, n in zip(batch, counts) for p in range(s.cached, s.cached + n)], np.int64),
+            past_lens=np.array([s.cached for s in batch], np.int32),
+            begins=np.array(begins, np.int32),
+            block_indices=np.array([b for t in tables for b in t], np.int32),
+            block_begins=np.array([0, *itertools.accumulate(len(t) for t in tables)], np.int32),
+            max_context=max(s.cached + n for s, n in zip(batch, counts)),
+            sample_rows=np.array([begins[i + 1] - 1 for i, done in enumerate(last) if done] or [0], np.int64),
             sampling=[Sampling(s.params, s.history, s.uniforms[s.num_frames]) for s in sampled],
         )
         for s, n, done in zip(batch, counts, last):

@@ -85,6 +85,9 @@ class BlockPool:
     def grow(self, seq: int, tokens: int) -> list[int]:
         """Make `seq`'s table cover `tokens` tokens; raises if that would take blocks
         promised to other sequences."""
+        table = self.tables.get(seq)
+        if table is not None and len(table) * self.block_size >= tokens:
+            return table  # most steps: the last block has room
         if not self.can_grow(seq, tokens):
             raise MemoryError(f"KV pool exhausted: sequence {seq} needs {self.blocks_for(tokens)} blocks, "
                               f"{self.free - self._promised(exclude=seq)} available to it")
