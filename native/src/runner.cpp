@@ -40,6 +40,13 @@ ov::Tensor tensor_of(const std::vector<T>& values, ov::element::Type type, ov::S
   return t;
 }
 
+template <typename T>
+void fill(ov::InferRequest& request, const std::string& name, const std::vector<T>& values, const ov::Shape& shape) {
+  ov::Tensor t = request.get_tensor(name);
+  t.set_shape(shape);
+  std::memcpy(t.data(), values.data(), values.size() * sizeof(T));
+}
+
 int64_t static_dim(const ov::Output<const ov::Node>& output, size_t axis) {
   const auto shape = output.get_partial_shape();
   if (shape.rank().is_dynamic() || shape.size() <= axis || shape[axis].is_dynamic())
@@ -272,14 +279,16 @@ StepOutput Runner::forward(const StepPlan& plan) {
   out.embeddings.assign(k * static_cast<size_t>(hidden_), 0.0f);
   if (total == 0) return out;  // copies only
   const std::vector<int64_t> rows = k > 0 ? plan.sample_rows : std::vector<int64_t>{0};  // the graph wants a row
-  talker_req_.set_tensor("inputs_embeds", tensor_of(plan.embeds, ov::element::f32, {total, static_cast<size_t>(hidden_)}));
-  talker_req_.set_tensor("position_ids", tensor_of(plan.positions, ov::element::i64, {total}));
-  talker_req_.set_tensor("past_lens", tensor_of(plan.past_lens, ov::element::i32, {n}));
-  talker_req_.set_tensor("subsequence_begins", tensor_of(plan.begins, ov::element::i32, {n + 1}));
-  talker_req_.set_tensor("block_indices", tensor_of(plan.block_indices, ov::element::i32, {plan.block_indices.size()}));
-  talker_req_.set_tensor("block_indices_begins", tensor_of(plan.block_begins, ov::element::i32, {n + 1}));
-  talker_req_.set_tensor("max_context_len", tensor_of(std::vector<int32_t>{plan.max_context}, ov::element::i32, {}));
-  talker_req_.set_tensor("sample_rows", tensor_of(rows, ov::element::i64, {rows.size()}));
+  // Into the request's own input tensors (reshaped, grown as needed): a fresh tensor per input
+  // and step costs a set_tensor check each.
+  fill(talker_req_, "inputs_embeds", plan.embeds, {total, static_cast<size_t>(hidden_)});
+  fill(talker_req_, "position_ids", plan.positions, {total});
+  fill(talker_req_, "past_lens", plan.past_lens, {n});
+  fill(talker_req_, "subsequence_begins", plan.begins, {n + 1});
+  fill(talker_req_, "block_indices", plan.block_indices, {plan.block_indices.size()});
+  fill(talker_req_, "block_indices_begins", plan.block_begins, {n + 1});
+  fill(talker_req_, "max_context_len", std::vector<int32_t>{plan.max_context}, {});
+  fill(talker_req_, "sample_rows", rows, {rows.size()});
   auto begin = Clock::now();
   talker_req_.infer();
   add_time(&StepTimes::talker_s, seconds_since(begin));
@@ -315,9 +324,13 @@ void Runner::run_subcode(const StepPlan& plan, const std::vector<int64_t>& code0
   }
   if (rows.empty()) return;
   const size_t k = rows.size();
-  ov::Tensor h(ov::element::f32, {k, width});
-  ov::Tensor codes(ov::element::i64, {k}), temperature(ov::element::f32, {k}), top_k(ov::element::i64, {k}),
-      top_p(ov::element::f32, {k}), uniform(ov::element::f32, {k, steps});
+  auto input = [&](const char* name, ov::Shape shape) {  // the request's own tensor, as for the talker
+    ov::Tensor t = subcode_req_.get_tensor(name);
+    t.set_shape(shape);
+    return t;
+  };
+  ov::Tensor h = input("hidden", {k, width}), codes = input("code0", {k}), temperature = input("temperature", {k}),
+             top_k = input("top_k", {k}), top_p = input("top_p", {k}), uniform = input("uniform", {k, steps});
   for (size_t i = 0; i < k; ++i) {
     const size_t r = rows[i];
     const SamplingParams& p = plan.params[r];
@@ -329,12 +342,6 @@ void Runner::run_subcode(const StepPlan& plan, const std::vector<int64_t>& code0
     for (size_t j = 0; j < steps; ++j)
       uniform.data<float>()[i * steps + j] = static_cast<float>(plan.uniforms[r * groups + 1 + j]);
   }
-  subcode_req_.set_tensor("hidden", h);
-  subcode_req_.set_tensor("code0", codes);
-  subcode_req_.set_tensor("temperature", temperature);
-  subcode_req_.set_tensor("top_k", top_k);
-  subcode_req_.set_tensor("top_p", top_p);
-  subcode_req_.set_tensor("uniform", uniform);
   auto begin = Clock::now();
   subcode_req_.infer();
   add_time(&StepTimes::subcode_s, seconds_since(begin));
