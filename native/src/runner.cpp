@@ -33,18 +33,17 @@ ov::Core& shared_core() {
   return *core;
 }
 
-template <typename T>
-ov::Tensor tensor_of(const std::vector<T>& values, ov::element::Type type, ov::Shape shape) {
-  ov::Tensor t(type, shape);
-  std::memcpy(t.data(), values.data(), values.size() * sizeof(T));
+// A request's own input tensor, reshaped (it grows as needed): filling it costs less than a
+// fresh tensor and set_tensor per input and call.
+ov::Tensor input(ov::InferRequest& request, const std::string& name, const ov::Shape& shape) {
+  ov::Tensor t = request.get_tensor(name);
+  t.set_shape(shape);
   return t;
 }
 
 template <typename T>
 void fill(ov::InferRequest& request, const std::string& name, const std::vector<T>& values, const ov::Shape& shape) {
-  ov::Tensor t = request.get_tensor(name);
-  t.set_shape(shape);
-  std::memcpy(t.data(), values.data(), values.size() * sizeof(T));
+  std::memcpy(input(request, name, shape).data(), values.data(), values.size() * sizeof(T));
 }
 
 int64_t static_dim(const ov::Output<const ov::Node>& output, size_t axis) {
@@ -169,15 +168,14 @@ void Runner::compile_talker() {
   // token into a cache of its own (the real one, allocate_kv's, is written only by
   // sequences), then the mapped pages can go.
   set_caches(1);
-  talker_req_.set_tensor("inputs_embeds", tensor_of(std::vector<float>(hidden_), ov::element::f32,
-                                                     {1, static_cast<size_t>(hidden_)}));
-  talker_req_.set_tensor("position_ids", tensor_of(std::vector<int64_t>{0}, ov::element::i64, {1}));
-  talker_req_.set_tensor("past_lens", tensor_of(std::vector<int32_t>{0}, ov::element::i32, {1}));
-  talker_req_.set_tensor("subsequence_begins", tensor_of(std::vector<int32_t>{0, 1}, ov::element::i32, {2}));
-  talker_req_.set_tensor("block_indices", tensor_of(std::vector<int32_t>{0}, ov::element::i32, {1}));
-  talker_req_.set_tensor("block_indices_begins", tensor_of(std::vector<int32_t>{0, 1}, ov::element::i32, {2}));
-  talker_req_.set_tensor("max_context_len", tensor_of(std::vector<int32_t>{1}, ov::element::i32, {}));
-  talker_req_.set_tensor("sample_rows", tensor_of(std::vector<int64_t>{0}, ov::element::i64, {1}));
+  fill(talker_req_, "inputs_embeds", std::vector<float>(hidden_), {1, static_cast<size_t>(hidden_)});
+  fill(talker_req_, "position_ids", std::vector<int64_t>{0}, {1});
+  fill(talker_req_, "past_lens", std::vector<int32_t>{0}, {1});
+  fill(talker_req_, "subsequence_begins", std::vector<int32_t>{0, 1}, {2});
+  fill(talker_req_, "block_indices", std::vector<int32_t>{0}, {1});
+  fill(talker_req_, "block_indices_begins", std::vector<int32_t>{0, 1}, {2});
+  fill(talker_req_, "max_context_len", std::vector<int32_t>{1}, {});
+  fill(talker_req_, "sample_rows", std::vector<int64_t>{0}, {1});
   talker_req_.infer();
   ir.release();
   irs_.push_back(std::move(ir));
@@ -200,13 +198,12 @@ void Runner::compile_subcode() {
   subcode_ = core_.compile_model(ir.model(), config_.subcode_device, to_any(config_.subcode_properties));
   subcode_req_ = subcode_.create_infer_request();
   const size_t steps = static_cast<size_t>(config_.groups - 1);
-  subcode_req_.set_tensor("hidden", tensor_of(std::vector<float>(hidden_), ov::element::f32,
-                                              {1, static_cast<size_t>(hidden_)}));
-  subcode_req_.set_tensor("code0", tensor_of(std::vector<int64_t>{0}, ov::element::i64, {1}));
-  subcode_req_.set_tensor("temperature", tensor_of(std::vector<float>{0.0f}, ov::element::f32, {1}));
-  subcode_req_.set_tensor("top_k", tensor_of(std::vector<int64_t>{1}, ov::element::i64, {1}));
-  subcode_req_.set_tensor("top_p", tensor_of(std::vector<float>{1.0f}, ov::element::f32, {1}));
-  subcode_req_.set_tensor("uniform", tensor_of(std::vector<float>(steps, 0.5f), ov::element::f32, {1, steps}));
+  fill(subcode_req_, "hidden", std::vector<float>(hidden_), {1, static_cast<size_t>(hidden_)});
+  fill(subcode_req_, "code0", std::vector<int64_t>{0}, {1});
+  fill(subcode_req_, "temperature", std::vector<float>{0.0f}, {1});
+  fill(subcode_req_, "top_k", std::vector<int64_t>{1}, {1});
+  fill(subcode_req_, "top_p", std::vector<float>{1.0f}, {1});
+  fill(subcode_req_, "uniform", std::vector<float>(steps, 0.5f), {1, steps});
   subcode_req_.infer();  // packs the weights (dynamic shapes), as for the talker
   ir.release();
   irs_.push_back(std::move(ir));
@@ -279,8 +276,6 @@ StepOutput Runner::forward(const StepPlan& plan) {
   out.embeddings.assign(k * static_cast<size_t>(hidden_), 0.0f);
   if (total == 0) return out;  // copies only
   const std::vector<int64_t> rows = k > 0 ? plan.sample_rows : std::vector<int64_t>{0};  // the graph wants a row
-  // Into the request's own input tensors (reshaped, grown as needed): a fresh tensor per input
-  // and step costs a set_tensor check each.
   fill(talker_req_, "inputs_embeds", plan.embeds, {total, static_cast<size_t>(hidden_)});
   fill(talker_req_, "position_ids", plan.positions, {total});
   fill(talker_req_, "past_lens", plan.past_lens, {n});
@@ -324,13 +319,10 @@ void Runner::run_subcode(const StepPlan& plan, const std::vector<int64_t>& code0
   }
   if (rows.empty()) return;
   const size_t k = rows.size();
-  auto input = [&](const char* name, ov::Shape shape) {  // the request's own tensor, as for the talker
-    ov::Tensor t = subcode_req_.get_tensor(name);
-    t.set_shape(shape);
-    return t;
-  };
-  ov::Tensor h = input("hidden", {k, width}), codes = input("code0", {k}), temperature = input("temperature", {k}),
-             top_k = input("top_k", {k}), top_p = input("top_p", {k}), uniform = input("uniform", {k, steps});
+  ov::InferRequest& q = subcode_req_;
+  ov::Tensor h = input(q, "hidden", {k, width}), codes = input(q, "code0", {k}),
+             temperature = input(q, "temperature", {k}), top_k = input(q, "top_k", {k}), top_p = input(q, "top_p", {k}),
+             uniform = input(q, "uniform", {k, steps});
   for (size_t i = 0; i < k; ++i) {
     const size_t r = rows[i];
     const SamplingParams& p = plan.params[r];
