@@ -90,8 +90,7 @@ class Batch:
         if frames == 0:
             self._finish(seq, "length")
             return seq
-        if not self.schedule.offline:
-            self.runner.open_stream(seq.id, embeds.codec_prefix)
+        self.runner.open_stream(seq.id, embeds.codec_prefix)  # an offline runner ignores it
         self._start_prefix(seq, prefix_len)
         self.active.append(seq)
         return seq
