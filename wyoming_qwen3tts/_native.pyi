@@ -6,6 +6,10 @@ from numpy.typing import ArrayLike, NDArray
 # The columns of Runner.forward's `sampling` matrix (engine/sampling.py SamplingParams fields).
 SAMPLING_FIELDS: tuple[str, ...]
 
+def int4_linear_supported() -> bool: ...
+# x [M, K] · Wᵀ by the INT4 kernel, W from OpenVINO's i4 bytes q [N, K/2] and scales [N, groups] (tests).
+def int4_linear(q: ArrayLike, scale: ArrayLike, x: ArrayLike) -> NDArray[np.float32]: ...
+
 class StepTimes:
     @property
     def talker_s(self) -> float: ...
@@ -34,6 +38,7 @@ class RunnerConfig:
     suppress_from: int
     groups: int
     primed_states: int
+    int4_linear: bool
     def __init__(self) -> None: ...
 
 class Runner:
@@ -44,6 +49,8 @@ class Runner:
     def kv_block_bytes(self) -> int: ...
     @property
     def hidden(self) -> int: ...
+    @property
+    def int4_products(self) -> int: ...
     @property
     def times(self) -> StepTimes: ...
     @property

@@ -10,6 +10,7 @@
 #include <stdexcept>
 #include <tuple>
 
+#include "qwen3tts/int4_linear.hpp"
 #include "qwen3tts/runner.hpp"
 
 namespace py = pybind11;
@@ -65,6 +66,25 @@ std::vector<SamplingParams> sampling_rows(const Array<double>& m) {
 PYBIND11_MODULE(_native, m) {
   m.doc() = "The native executor of wyoming-qwen3tts's engine line (see native/include/qwen3tts/runner.hpp).";
   m.attr("SAMPLING_FIELDS") = py::tuple(py::cast(kSamplingFields));
+  m.def("int4_linear_supported", &int4_linear_supported, "Whether this CPU runs the runner's INT4 kernel.");
+  m.def(
+      "int4_linear",
+      [](const Array<uint8_t>& q, const Array<float>& scale, const Array<float>& x) {
+        // q [N, K/2]: OpenVINO's i4 bytes (two's complement, low nibble first); scale [N, K/group]
+        if (q.ndim() != 2 || scale.ndim() != 2 || x.ndim() != 2 || scale.shape(0) != q.shape(0) || scale.shape(1) < 1 ||
+            (2 * q.shape(1)) % scale.shape(1) != 0 || x.shape(1) != 2 * q.shape(1))
+          throw std::invalid_argument("int4_linear: q [N, K/2], scale [N, groups], x [M, K]");
+        if (!int4_linear_supported()) throw std::runtime_error("int4_linear: this CPU has no AVX-512 VNNI");
+        const size_t n = static_cast<size_t>(q.shape(0)), groups = static_cast<size_t>(scale.shape(1));
+        const size_t k = static_cast<size_t>(x.shape(1));
+        ov::op::v0::Constant weights(ov::element::i4, ov::Shape{n, groups, k / groups}, q.data());
+        ov::op::v0::Constant scales(ov::element::f32, ov::Shape{n, groups, 1}, scale.data());
+        const Int4Weights packed(weights, scales);
+        py::array_t<float> y({x.shape(0), q.shape(0)});
+        packed.multiply(x.data(), x.shape(0), y.mutable_data());
+        return y;
+      },
+      "x · Wᵀ by the INT4 kernel (for tests): W from i4 bytes q [N, K/2] and scales [N, groups]");
 
   py::class_<StepTimes>(m, "StepTimes")
       .def_readonly("talker_s", &StepTimes::talker_s)
@@ -88,6 +108,7 @@ PYBIND11_MODULE(_native, m) {
       .def_readwrite("first_chunk", &RunnerConfig::first_chunk)
       .def_readwrite("steady_chunk", &RunnerConfig::steady_chunk)
       .def_readwrite("offline", &RunnerConfig::offline)
+      .def_readwrite("int4_linear", &RunnerConfig::int4_linear)
       .def_readwrite("eos", &RunnerConfig::eos)
       .def_readwrite("suppress_from", &RunnerConfig::suppress_from)
       .def_readwrite("groups", &RunnerConfig::groups)
@@ -97,6 +118,7 @@ PYBIND11_MODULE(_native, m) {
       .def(py::init<const RunnerConfig&>(), py::call_guard<py::gil_scoped_release>())  // compiles the graphs
       .def_property_readonly("block_size", &Runner::block_size)
       .def_property_readonly("kv_block_bytes", &Runner::kv_block_bytes)
+      .def_property_readonly("int4_products", &Runner::int4_products)
       .def_property_readonly("hidden", &Runner::hidden)
       .def_property_readonly("times", &Runner::times)
       .def_property_readonly("load_memory", [](const Runner& r) {

@@ -1,5 +1,7 @@
 #include "qwen3tts/runner.hpp"
 
+#include "qwen3tts/int4_linear.hpp"
+
 #include <algorithm>
 #include <chrono>
 #include <cstring>
@@ -148,6 +150,7 @@ void Runner::compile_talker() {
   if (paged != config_.num_layers)
     throw std::runtime_error("SDPAToPagedAttention inserted " + std::to_string(paged) +
                              " PagedAttention nodes, expected " + std::to_string(config_.num_layers));
+  use_int4_kernel(ir.model(), config_.talker_device);
   talker_ = core_.compile_model(ir.model(), config_.talker_device, to_any(config_.talker_properties));
   talker_req_ = talker_.create_infer_request();
   // inputs_embeds is [?, ?] after the transformation; the outputs keep their widths
@@ -181,6 +184,11 @@ void Runner::compile_talker() {
   irs_.push_back(std::move(ir));
 }
 
+void Runner::use_int4_kernel(const std::shared_ptr<ov::Model>& model, const std::string& device) {
+  if (config_.int4_linear && device.rfind("CPU", 0) == 0 && int4_linear_supported())
+    int4_products_ += use_int4_linear(model);
+}
+
 void Runner::set_caches(int64_t blocks) {
   caches_.clear();
   for (const auto& input : talker_.inputs()) {
@@ -195,6 +203,7 @@ void Runner::set_caches(int64_t blocks) {
 
 void Runner::compile_subcode() {
   MappedIr ir(core_, config_.subcode_xml);
+  use_int4_kernel(ir.model(), config_.subcode_device);
   subcode_ = core_.compile_model(ir.model(), config_.subcode_device, to_any(config_.subcode_properties));
   subcode_req_ = subcode_.create_infer_request();
   const size_t steps = static_cast<size_t>(config_.groups - 1);

@@ -32,7 +32,9 @@ def _properties(config: dict) -> dict[str, str]:
 class NativeRunner:
     """engine/step.py's Runner over the C++ one."""
 
-    def __init__(self, model: LoadedModel, schedule: ChunkSchedule) -> None:
+    def __init__(self, model: LoadedModel, schedule: ChunkSchedule, int4_kernel: bool = True) -> None:
+        """int4_kernel: multiply INT4 weights of CPU graphs with the runner's own kernel
+        (native/include/qwen3tts/int4_linear.hpp) where the CPU runs it; else OpenVINO's."""
         if _IMPORT_ERROR is not None:
             raise RuntimeError(f"the native runner is not built ({_IMPORT_ERROR}); reinstall with `pip install .`, "
                                f"or set engine.runner: python")
@@ -50,8 +52,9 @@ class NativeRunner:
         c.num_layers = spec.talker.stack.num_layers
         c.first_chunk, c.steady_chunk, c.offline = schedule.first, schedule.steady, schedule.offline
         c.eos, c.suppress_from, c.groups = spec.codec_ids.eos, suppress_from(spec.talker.vocab_size), GROUPS
-        c.primed_states = PRIMED_STATES
+        c.primed_states, c.int4_linear = PRIMED_STATES, int4_kernel
         self._runner = _native.Runner(c)
+        self.int4_products = self._runner.int4_products
         self.model, self.schedule = model, schedule
         self.can_copy_blocks = prefix_cache_supported(model.devices["talker"])
 

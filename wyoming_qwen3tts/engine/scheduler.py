@@ -95,7 +95,8 @@ class _Request:
 def open_batch(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule) -> Batch:
     """The runner the config asks for (the native executor, or the Python reference) under a
     batch with the config's KV pool."""
-    runner: Runner = NativeRunner(model, schedule) if config.runner == "native" else PythonRunner(model, schedule)
+    runner: Runner = (NativeRunner(model, schedule, config.int4_kernel) if config.runner == "native"
+                      else PythonRunner(model, schedule))
     num_blocks = config.kv_blocks or max(1, config.kv_cache_mb * 2**20 // runner.kv_block_bytes)
     return Batch(model, runner, num_blocks, schedule, config.prefill_chunk, config.prefix_cache)
 
@@ -129,10 +130,10 @@ class Scheduler:
         self._window = MetricsWindow()
         self._idle = True  # no request running or waiting, as of the last tick
         self._metrics = self._snapshot()
-        log.info("engine (%s runner): %d KV blocks of %d tokens (%.0f MB), batch %d, queue %d, prefix cache %s",
-                 config.runner, self.batch.pool.num_blocks, self.runner.block_size,
+        log.info("engine (%s runner): %d KV blocks of %d tokens (%.0f MB), batch %d, queue %d, prefix cache %s, "
+                 "INT4 kernel in %d products", config.runner, self.batch.pool.num_blocks, self.runner.block_size,
                  self.batch.pool.num_blocks * self.runner.kv_block_bytes / 2**20, config.max_batch, config.max_queue,
-                 "on" if self.batch.prefix_cache else "off")
+                 "on" if self.batch.prefix_cache else "off", getattr(self.runner, "int4_products", 0))
 
     # --- any thread ---
     def submit(self, voice: VoiceRequest, params: SamplingParams | None = None, *, max_frames: int | None = None,

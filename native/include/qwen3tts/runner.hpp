@@ -37,6 +37,7 @@ struct RunnerConfig {
   bool offline = false;                               // no codec streams: decoded elsewhere at the end
   int64_t eos = 0, suppress_from = 0, groups = 16;    // talker ids >= suppress_from are never drawn, but EOS
   int64_t primed_states = 0;                          // decoder states primed with reference codes kept
+  bool int4_linear = false;                           // INT4 products of CPU graphs by int4_linear.hpp's kernel
 };
 
 // Inference time of each graph, summed since the runner was made.
@@ -62,6 +63,8 @@ class Runner {
   StepTimes times() const;
   // Resident memory before loading and after each graph was compiled, run once and released.
   const std::vector<MemoryMark>& load_memory() const { return load_memory_; }
+  // Matrix products of the talker and subcode run by int4_linear.hpp's kernel (0: OpenVINO's).
+  int64_t int4_products() const { return int4_products_; }
 
   // Makes the KV cache num_blocks blocks (allocated, not touched: a block becomes resident
   // when a sequence first writes it). Once, before the first forward().
@@ -87,6 +90,8 @@ class Runner {
   void compile_codec();
   void compile_talker();
   void compile_subcode();
+  // int4_linear.hpp's kernel into a CPU graph, if the config asks and the CPU runs it
+  void use_int4_kernel(const std::shared_ptr<ov::Model>& model, const std::string& device);
   void set_caches(int64_t blocks);  // key_cache.N and value_cache.N of `blocks` blocks, set on the talker
   void check_open() const;          // under mutex_
   // Throws std::invalid_argument unless the plan's arrays fit each other, the KV cache and
@@ -117,7 +122,7 @@ class Runner {
   std::unique_ptr<StreamingCodec> codec_;
   std::vector<ov::Tensor> caches_;  // key_cache.N and value_cache.N: [blocks, ...] each
   int64_t num_blocks_ = 0;          // of the KV cache allocate_kv made (0: not yet)
-  int64_t kv_block_bytes_ = 0, block_size_ = 0, hidden_ = 0, vocab_ = 0;
+  int64_t kv_block_bytes_ = 0, block_size_ = 0, hidden_ = 0, vocab_ = 0, int4_products_ = 0;
   std::map<int64_t, CodecState> streams_;                          // by sequence id
   std::list<std::pair<std::vector<int64_t>, CodecState>> primed_;  // most recent first
   std::vector<MemoryMark> load_memory_;

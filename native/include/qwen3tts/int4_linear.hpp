@@ -1,0 +1,64 @@
+// The runner's own matrix product for INT4 weights (docs/OPENVINO.md "The INT4 kernel").
+//
+// OpenVINO's CPU plugin multiplies a vector by group-wise INT4 weights at ~7.5 GB/s of
+// weights per core: it decompresses them to f32 and runs an f32 kernel, so it is bound by
+// arithmetic, not by memory, and a decode step (talker, subcode: one row per stream) spends
+// most of its time there. This kernel quantizes the activations to int8 per weight group
+// (as the plugin's dynamic quantization does) and multiplies with AVX-512 VNNI byte dot
+// products straight from 4-bit weights repacked for it, reading the weights at the memory's
+// rate. `use_int4_linear` swaps it in for every MatMul of a graph whose weights are INT4
+// (nncf's symmetric group-wise pattern); everything else stays OpenVINO's.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include <openvino/core/node.hpp>
+#include <openvino/core/model.hpp>
+#include <openvino/op/constant.hpp>
+#include <openvino/op/op.hpp>
+
+namespace qwen3tts {
+
+// Weights [N, K] of `N` outputs, INT4 symmetric with one scale per group of `group` inputs,
+// laid out for the kernel: 16 output rows side by side, 8 inputs per 64-byte line (each byte
+// holds inputs k and k+4 of one row, as unsigned nibbles q+8).
+class Int4Weights {
+ public:
+  // From nncf's constants: q [N, K/group, group] i4 and scale [N, K/group, 1] (f16 or f32).
+  Int4Weights(const ov::op::v0::Constant& q, const ov::op::v0::Constant& scale);
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  // y [m, N] = x [m, K] · Wᵀ, x quantized to int8 per row and group.
+  void multiply(const float* x, int64_t m, float* y) const;
+
+ private:
+  int64_t rows_, cols_, group_;
+  std::vector<uint8_t> nibbles_;  // [N/16][K/8][64]
+  std::vector<float> scales_;     // [N/16][K/group][16]
+};
+
+// x [..., K] -> x · Wᵀ [..., N], f32 in and out.
+class Int4Linear : public ov::op::Op {
+ public:
+  OPENVINO_OP("Int4Linear", "qwen3tts");
+  Int4Linear(const ov::Output<ov::Node>& x, std::shared_ptr<const Int4Weights> weights);
+  void validate_and_infer_types() override;
+  std::shared_ptr<ov::Node> clone_with_new_inputs(const ov::OutputVector& inputs) const override;
+  bool visit_attributes(ov::AttributeVisitor& visitor) override;
+  bool evaluate(ov::TensorVector& outputs, const ov::TensorVector& inputs) const override;
+  bool has_evaluate() const override { return true; }
+
+ private:
+  std::shared_ptr<const Int4Weights> weights_;
+};
+
+// Whether this CPU runs the kernel (AVX-512 with VNNI).
+bool int4_linear_supported();
+
+// Replaces each MatMul x · Wᵀ whose W is nncf's INT4 decompression of a constant by an
+// Int4Linear; returns how many it replaced.
+int use_int4_linear(const std::shared_ptr<ov::Model>& model);
+
+}  // namespace qwen3tts

@@ -1,0 +1,142 @@
+"""The native runner's INT4 kernel (native/include/qwen3tts/int4_linear.hpp): its numbers
+against an integer reference in numpy, and its place in the runner's graphs."""
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import openvino as ov
+import pytest
+from openvino import opset13
+
+from wyoming_qwen3tts import _native
+from wyoming_qwen3tts.engine.config import EngineConfig
+from wyoming_qwen3tts.engine.loaded_model import LoadedModel
+from wyoming_qwen3tts.engine.sampling import SamplingParams
+from wyoming_qwen3tts.engine.scheduler import Scheduler
+from wyoming_qwen3tts.model.prompt import VoiceRequest
+
+SUPPORTED = _native.int4_linear_supported()
+
+
+def i4_bytes(q: np.ndarray) -> np.ndarray:
+    """OpenVINO's i4 storage of q [N, K] in [-8, 7]: two's complement nibbles, element 2i low."""
+    nibbles = (q.astype(np.int16) & 0x0F).astype(np.uint8)
+    return nibbles[:, 0::2] | (nibbles[:, 1::2] << 4)
+
+
+def reference(q: np.ndarray, scale: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """What the kernel computes, in numpy: x quantized to int8 per row and weight group
+    (scale max|x|/127, round half to even), exact integer dot products per group, then
+    Σ_g dot · weight scale · activation scale."""
+    n, groups = scale.shape
+    group = q.shape[1] // groups
+    xg = x.reshape(x.shape[0], groups, group).astype(np.float32)
+    amax = np.abs(xg).max(-1, keepdims=True)
+    inverse = np.where(amax > 0, np.float32(127) / np.where(amax > 0, amax, 1), 0).astype(np.float32)
+    xq = np.rint(xg * inverse).astype(np.int64)  # [M, G, group]
+    dots = np.einsum("mgk,ngk->mng", xq, q.reshape(n, groups, group).astype(np.int64))
+    return (dots * scale[None] * (amax[..., 0] / np.float32(127))[:, None, :]).sum(-1)
+
+
+@pytest.mark.parametrize("group", [16, 32, 128])
+@pytest.mark.parametrize("rows", [1, 3, 4, 5, 9])
+def test_kernel_computes_the_integer_reference(group: int, rows: int):
+    rng = np.random.default_rng(group * 100 + rows)
+    n, k = 48, 256  # three 16-row blocks: one pair and the odd one
+    q = rng.integers(-8, 8, (n, k))
+    scale = (rng.random((n, k // group)) * 0.02 + 0.001).astype(np.float32)
+    x = rng.standard_normal((rows, k)).astype(np.float32)
+    x[-1, :group] = 0  # a group of zeros: scale 0, no division by it
+    if not SUPPORTED:  # not an AVX-512 VNNI CPU: the kernel refuses, the runner never swaps it in
+        with pytest.raises(RuntimeError, match="AVX-512"):
+            _native.int4_linear(i4_bytes(q), scale, x)
+        return
+    y = _native.int4_linear(i4_bytes(q), scale, x)
+    assert y.shape == (rows, n) and y.dtype == np.float32
+    np.testing.assert_allclose(y, reference(q, scale, x), rtol=2e-5, atol=1e-5)
+    exact = x @ (q * np.repeat(scale, group, axis=1)).T  # the f32 product the quantization approximates
+    assert np.linalg.norm(y - exact) / np.linalg.norm(exact) < 0.02
+
+
+def test_kernel_rejects_mismatched_shapes():
+    with pytest.raises(ValueError, match="int4_linear"):
+        _native.int4_linear(np.zeros((16, 64), np.uint8), np.ones((16, 2), np.float32), np.zeros((1, 64), np.float32))
+
+
+def int4_products(model: ov.Model) -> list[tuple[ov.Node, ov.Node, ov.Node]]:
+    """(MatMul, i4 constant, scale constant) of every product with nncf's INT4 weights:
+    MatMul(x, Convert(Reshape(Multiply(Convert(q), scale))), transpose_b)."""
+    found = []
+    for node in model.get_ordered_ops():
+        if node.get_type_name() != "MatMul" or not node.get_attributes()["transpose_b"]:
+            continue
+        chain = node.input_value(1).get_node()
+        while chain.get_type_name() in ("Convert", "Reshape"):
+            chain = chain.input_value(0).get_node()
+        if chain.get_type_name() != "Multiply":
+            continue
+        q, scale = (chain.input_value(i).get_node() for i in range(2))
+        q = q.input_value(0).get_node() if q.get_type_name() == "Convert" else q
+        if q.get_type_name() == "Constant" and q.get_element_type() == ov.Type.i4:
+            found.append((node, q, scale))
+    return found
+
+
+@pytest.fixture(scope="module")
+def int4_dir(converted_factory):
+    return converted_factory("tiny", "custom_voice", "int4")
+
+
+@pytest.mark.parametrize("graph", ["talker", "subcode"])
+def test_kernel_reads_nncf_int4_weights_as_openvino_does(int4_dir, graph):
+    """Each INT4 product of a converted graph, by the kernel from the raw i4 bytes and scales
+    and by OpenVINO from the graph's own decompression (its dynamic quantization off: the
+    exact f32 product): they differ only by the activations' int8 rounding (~0.6 %)."""
+    if not SUPPORTED:
+        pytest.fail("this test needs a CPU with AVX-512 VNNI, as every CI host has")
+    core = ov.Core()
+    products = int4_products(core.read_model(int4_dir / f"{graph}.xml"))
+    assert products
+    rng = np.random.default_rng(0)
+    for matmul, q, scale in products[:12]:
+        n, groups, group = (int(d) for d in q.get_output_shape(0))
+        x = rng.standard_normal((3, groups * group)).astype(np.float32)
+        param = opset13.parameter([-1, groups * group], ov.Type.f32)
+        exact = core.compile_model(ov.Model([opset13.matmul(param, matmul.input_value(1), False, True)], [param]),
+                                   "CPU", {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0})
+        want = exact(x)[0]
+        raw = q.get_data().view(np.uint8).reshape(n, groups * group // 2)
+        got = _native.int4_linear(raw, scale.get_data().astype(np.float32).reshape(n, groups), x)
+        assert np.linalg.norm(got - want) / np.linalg.norm(want) < 0.02, matmul.get_friendly_name()
+
+
+def test_runner_swaps_the_kernel_into_every_int4_product(int4_dir):
+    """With the kernel, every INT4 product of the talker and subcode runs it (none with it
+    off), and requests run to their end."""
+    model = LoadedModel(int4_dir, precision="f32", kv_precision="u8")
+    core = ov.Core()
+    expected = sum(len(int4_products(core.read_model(int4_dir / f"{g}.xml"))) for g in ("talker", "subcode"))
+    for kernel in (True, False):
+        sched = Scheduler(model, EngineConfig(kv_blocks=64, max_frames=12, int4_kernel=kernel))
+        try:
+            assert sched.runner.int4_products == (expected if kernel and SUPPORTED else 0)
+            params = replace(SamplingParams.from_defaults(model.spec.generation).greedy(), min_frames=12)
+            stream = sched.submit(VoiceRequest("Turn on the kitchen lights.", "english", "ryan"), params, max_frames=12)
+            for _ in range(40):
+                if stream.done:
+                    break
+                sched.tick()
+            assert stream.done and stream.result.reason == "length" and stream.result.codes.shape == (12, 16)
+            assert all(np.isfinite(chunk.pcm).all() for chunk in stream)
+        finally:
+            sched.close()
+
+
+def test_runner_leaves_int8_graphs_to_openvino(converted_factory):
+    model = LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8")
+    sched = Scheduler(model, EngineConfig(kv_blocks=16))
+    try:
+        assert sched.runner.int4_products == 0
+    finally:
+        sched.close()
