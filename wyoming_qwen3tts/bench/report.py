@@ -274,7 +274,8 @@ def markdown(r: Report) -> str:
               f"- Ours: {o.setup.runner} runner, {r.model['options']['weights'].upper()} weights "
               f"({', '.join(f'{g} {f}' for g, f in r.model['graphs'].items() if g in LM_GRAPHS)}), "
               f"{_compute(o)} compute, {o.setup.kv_precision} KV cache, codec chunks "
-              f"{o.setup.first_chunk} then {o.setup.steady_chunk}, threads {o.setup.threads or m['cores']}; "
+              f"{o.setup.first_chunk} then {o.setup.steady_chunk}, threads {o.setup.threads or m['cores']}, "
+              f"INT4 kernel {'ours in ' + str(o.int4_products) + ' products' if o.int4_products else 'OpenVINO'}; "
               f"load {o.load_s:.1f} s",
               "- Peers: " + ("; ".join(_peer_line(peer) for peer in peers(r).values()) or "none (--peers none)"),
               f"- Command: `{r.command}` ({r.wall_s / 60:.1f} min); while it measured, other processes used "

@@ -52,6 +52,7 @@ class EngineSetup:
     first_chunk: int = 1
     steady_chunk: int = 8
     max_batch: int = 8  # the engine's batch and queue limit, the same in every process (the most streams)
+    int4_kernel: bool = True  # engine.int4_kernel: the native runner's own INT4 products
 
 
 @dataclass
@@ -85,6 +86,7 @@ class OursResult:
     # (stage, anonymous MB, file MB) resident: before the runner, after each graph it compiled
     # (native runner only), after the warm-up request; the one-stream process
     memory: list[tuple[str, float, float]] = field(default_factory=list)
+    int4_products: int = 0  # products run by the native runner's INT4 kernel (0: OpenVINO's)
 
     @property
     def one(self) -> LevelResult:
@@ -185,7 +187,7 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
     start = time.perf_counter()
     config = EngineConfig(max_batch=setup.max_batch, max_queue=setup.max_batch, min_frames=work.frames,
                           max_frames=work.frames, first_chunk=setup.first_chunk, steady_chunk=setup.steady_chunk,
-                          runner=setup.runner)
+                          runner=setup.runner, int4_kernel=setup.int4_kernel)
     engine = open_engine(model_dir, config, Placement(precision=setup.precision, kv_precision=setup.kv_precision,
                                                       threads=setup.threads))
     model = engine.model
@@ -203,4 +205,4 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
         metrics = engine.metrics()
     return OursResult(str(model_dir), setup, load_s, loaded, dict(model.precisions), len(model.prompt(voice)),
                       metrics.blocks_total, engine.runner.block_size, engine.runner.kv_block_bytes / 2**20, results,
-                      memory)
+                      memory, getattr(engine.runner, "int4_products", 0))

@@ -1,4 +1,4 @@
-// The runner's own matrix product for INT4 weights (docs/OPENVINO.md "The INT4 kernel").
+// The runner's own matrix product for INT4 weights (docs/OPENVINO.md §10).
 //
 // OpenVINO's CPU plugin multiplies a vector by group-wise INT4 weights at ~7.5 GB/s of
 // weights per core: it decompresses them to f32 and runs an f32 kernel, so it is bound by
