@@ -135,7 +135,7 @@ def test_runner_swaps_the_kernel_into_every_int4_product(int4_dir):
 
 def test_runner_leaves_int8_graphs_to_openvino(converted_factory):
     model = LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8")
-    sched = Scheduler(model, EngineConfig(kv_blocks=16))
+    sched = Scheduler(model, EngineConfig(kv_blocks=16, int4_kernel=True))
     try:
         assert sched.runner.int4_products == 0
     finally:

@@ -86,7 +86,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="inference threads of each implementation")
     parser.add_argument("--runner", choices=RUNNERS, default="native", help="our step loop")
-    parser.add_argument("--int4-kernel", choices=("on", "off"), default="on",
+    parser.add_argument("--int4-kernel", choices=("on", "off"), default="off",
                         help="INT4 weights by the native runner's own kernel (engine.int4_kernel) or OpenVINO's")
     parser.add_argument("--precision", choices=PRECISION_SETTINGS, default="f32",
                         help="our compute precision (auto: per graph and device)")

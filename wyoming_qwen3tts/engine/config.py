@@ -27,7 +27,7 @@ class EngineConfig:
     first_chunk: int = 1  # frames in a stream's first codec call: first audio after one frame
     steady_chunk: int = 8  # frames per codec call after that (fewer, larger calls)
     runner: str = "native"  # the step loop: native (C++) or python (the reference, for debugging)
-    int4_kernel: bool = True  # native runner: INT4 weights multiplied by its own kernel (CPU with AVX-512 VNNI)
+    int4_kernel: bool = False  # native runner: INT4 weights multiplied by its own kernel (CPU with AVX-512 VNNI)
 
     def validate(self) -> None:
         """Raises ValueError naming the first bad field."""

@@ -32,7 +32,7 @@ def _properties(config: dict) -> dict[str, str]:
 class NativeRunner:
     """engine/step.py's Runner over the C++ one."""
 
-    def __init__(self, model: LoadedModel, schedule: ChunkSchedule, int4_kernel: bool = True) -> None:
+    def __init__(self, model: LoadedModel, schedule: ChunkSchedule, int4_kernel: bool = False) -> None:
         """int4_kernel: multiply INT4 weights of CPU graphs with the runner's own kernel
         (native/include/qwen3tts/int4_linear.hpp) where the CPU runs it; else OpenVINO's."""
         if _IMPORT_ERROR is not None:
