@@ -99,13 +99,29 @@ def rope_tables(position_ids: T, head_dim: int, theta: float) -> tuple[T, T]:
     return op.cos(emb), op.sin(emb)
 
 
-def rope_constants(positions: list[int], head_dim: int, theta: float) -> tuple[T, T]:
-    """cos, sin [1, 1, T, D] for positions known when the graph is built (the code
-    predictor's 0..15), computed in float32 as the official code does."""
-    inv_freq = _inv_freq(head_dim, theta)
-    freqs = np.asarray(positions, np.float32)[:, None] * inv_freq.astype(np.float32)[None, :]
-    emb = np.concatenate([freqs, freqs], axis=-1)[None, None]
-    return f32(np.cos(emb).astype(np.float32)), f32(np.sin(emb).astype(np.float32))
+class ConstantRope:
+    """RoPE at positions known when the graph is built (the code predictor's 0..15) as one
+    small MatMul per tensor instead of a Gather and two Multiplies: x·cos + rotate_half(x)·sin
+    = x @ R with R = I·cos + J·sin, where rotate_half(x) = [-x2, x1] = x @ J (cos, sin in
+    float32 as the official code computes them).
+
+    R is a constant expression that the plugin folds when it compiles, not one Constant:
+    nncf would take a Constant multiplying an activation for a weight and compress it."""
+
+    def __init__(self, head_dim: int, theta: float) -> None:
+        half = head_dim // 2
+        swap = np.zeros((head_dim, head_dim), np.float32)
+        swap[np.arange(half) + half, np.arange(half)] = -1.0  # out j < D/2 takes -x[j + D/2]
+        swap[np.arange(half), np.arange(half) + half] = 1.0  # out j ≥ D/2 takes x[j - D/2]
+        self.eye, self.swap = f32(np.eye(head_dim, dtype=np.float32)), f32(swap)  # shared by every R
+        self.inv_freq = _inv_freq(head_dim, theta)
+
+    def __call__(self, positions: list[int], scale: float = 1.0) -> T:
+        """scale · R [T, D, D], R[t] for position t; x [B, T, heads, D] @ R rotates every head."""
+        freqs = np.asarray(positions, np.float32)[:, None] * self.inv_freq.astype(np.float32)[None, :]
+        emb = np.concatenate([freqs, freqs], axis=-1)[:, None, :]  # [T, 1, D]: scales R's columns
+        cos, sin = np.cos(emb).astype(np.float32), np.sin(emb).astype(np.float32)
+        return self.eye * (cos * np.float32(scale)) + self.swap * (sin * np.float32(scale))
 
 
 def apply_rope(x: T, cos: T, sin: T, head_dim: int, fusable: bool = True) -> T:
@@ -113,8 +129,8 @@ def apply_rope(x: T, cos: T, sin: T, head_dim: int, fusable: bool = True) -> T:
 
     fusable=True writes rotate_half as Slice/Negative/Concat, the pattern the CPU plugin
     fuses into its RoPE kernel (right for the talker's runtime positions). fusable=False
-    writes it as a Gather and a sign vector, which no fusion matches: the fused kernel
-    gave wrong values for the code predictor's constant positions (OpenVINO 2026.4.1).
+    (the codec graphs) writes it as a Gather and a sign vector, which no fusion matches: the
+    fused kernel gave wrong values for the code predictor's constant positions (OpenVINO 2026.4.1).
     """
     half = head_dim // 2
     if fusable:
@@ -145,21 +161,33 @@ def repeat_kv(x: T, groups: int, heads: int, head_dim: int) -> T:
     return x.reshape(0, heads, -1, head_dim)
 
 
-def explicit_attention(q: T, k: T, v: T, scale: T, causal: bool = False, bias: T | None = None) -> T:
-    """softmax(q kᵀ · scale [+ causal mask] [+ bias]) v for q [B,H,Tq,D], k/v [B,H,Tk,D].
+def explicit_attention(q: T, k: T, v: T, scale: T | None, causal: bool = False, bias: T | None = None) -> T:
+    """softmax(q kᵀ [· scale] [+ causal mask] [+ bias]) v for q [B,H,Tq,D], k/v [B,Hkv,Tk,D].
 
-    The causal mask needs static Tq and Tk (the code predictor's first step: 2 and 2); it
-    is an additive constant (0 / float32 min, bottom-right aligned, as transformers builds
-    it). A Select against -inf computed in-graph gave wrong values after an IR round trip
-    on the CPU plugin (OpenVINO 2026.4.1), the constant does not. `bias` is an additive
-    mask computed in the graph from positions (codec.seen_to_bias), for dynamic lengths."""
-    scores = q.matmul_t(k) * scale
+    With fewer key/value heads (GQA, g = H/Hkv) each kv head attends with its g query heads
+    in one product instead of being repeated: HF's repeat_kv gives kv head i to query
+    heads i·g … i·g+g−1, so q is viewed as [B, Hkv, g·Tq, D] (rows: head, then position)
+    and the result viewed back. The causal mask needs static Tq and Tk (the code predictor's
+    first step: 2 and 2); it is an additive constant (0 / float32 min, bottom-right aligned,
+    as transformers builds it). A Select against -inf computed in-graph gave wrong values
+    after an IR round trip on the CPU plugin (OpenVINO 2026.4.1), the constant does not.
+    `bias` is an additive mask computed in the graph from positions (codec.seen_to_bias),
+    for dynamic lengths. scale None: q is scaled already."""
+    heads, kv_heads = q.dim(1), k.dim(1)
+    groups = heads // kv_heads
+    if groups > 1:
+        q = q.reshape(0, kv_heads, -1, q.dim(3))
+    scores = q.matmul_t(k)
+    if scale is not None:
+        scores = scores * scale
     if bias is not None:
         scores = scores + bias
     if causal:
         tq, tk = q.o.get_partial_shape()[2], k.o.get_partial_shape()[2]
         if not (tq.is_static and tk.is_static):
             raise ValueError("explicit causal attention needs static query and key lengths")
-        rows, cols = np.arange(tq.get_length())[:, None], np.arange(tk.get_length())[None, :]
-        scores = scores + np.where(cols > rows + (tk.get_length() - tq.get_length()), np.finfo(np.float32).min, 0.0)
-    return scores.softmax(-1) @ v
+        queries, keys = tq.get_length() // groups, tk.get_length()
+        rows, cols = np.tile(np.arange(queries), groups)[:, None], np.arange(keys)[None, :]  # a row's query position
+        scores = scores + np.where(cols > rows + (keys - queries), np.finfo(np.float32).min, 0.0)
+    out = scores.softmax(-1) @ v
+    return out.reshape(0, heads, -1, out.dim(3)) if groups > 1 else out

@@ -4,7 +4,10 @@
     x += down(silu(gate(rms(x))) * up(rms(x)))
 
 How past keys/values are kept differs by graph (stateful → paged for the talker, plain
-in-graph tensors for the code predictor's 15 steps), so it is a callback.
+in-graph tensors for the code predictor's 15 steps), so it is a callback. The talker's
+positions come at runtime and its RoPE and attention take the forms the plugins fuse
+(`decoder_layer`); the code predictor's are known when the graph is built
+(`decoder_layer_at`: RoPE as a matrix product, attention in plain ops).
 """
 from __future__ import annotations
 
@@ -47,30 +50,59 @@ class LayerWeights:
                    stacked("mlp.gate_proj", "mlp.up_proj"), p.mlp.down_proj.matrix())
 
 
-def decoder_layer(x: T, lw: LayerWeights, s: LayerStackSpec, cos: T, sin: T, layer: int, cache: KVCache,
-                  causal: bool, fused: bool = True) -> T:
-    """One pre-norm layer on x [B, T, H].
+Rotate = Callable[[T], T]  # per-head normed q or k [B, T, heads, D] -> RoPE-rotated [B, heads, T, D]
 
-    fused=True writes attention and RoPE in the forms the plugins fuse (the paged-attention
-    pass needs the ScaledDotProductAttention). fused=False spells both out as plain ops
-    (MatMul/Softmax, Gather-based rotate_half): the code predictor needs that, because the
-    CPU plugin's fused RoPE gave wrong codes with its constant positions (OpenVINO
-    2026.4.1, seen only after an IR round trip), and over ≤16 positions it costs nothing."""
+
+def _attention_inputs(x: T, lw: LayerWeights, s: LayerStackSpec, rotate_q: Rotate, rotate_k: Rotate
+                      ) -> tuple[T, T, T]:
+    """q, k, v [B, heads, T, D] from x [B, T, H]."""
     d, eps = s.head_dim, s.rms_norm_eps
-
-    def heads(t: T, n: int, norm: T) -> T:  # [B, T, n·D] -> normed per head, rotated [B, n, T, D]
-        return apply_rope(rms_norm(split_heads(t, n, d), norm, eps).transpose(0, 2, 1, 3), cos, sin, d, fused)
-
     q, k, v = linear(rms_norm(x, lw.input_norm, eps), lw.qkv).split(
         [s.num_heads * d, s.num_kv_heads * d, s.num_kv_heads * d], -1)
-    q, k = heads(q, s.num_heads, lw.q_norm), heads(k, s.num_kv_heads, lw.k_norm)
-    k, v = cache(layer, k, split_heads(v, s.num_kv_heads, d).transpose(0, 2, 1, 3))
+    q = rotate_q(rms_norm(split_heads(q, s.num_heads, d), lw.q_norm, eps))
+    k = rotate_k(rms_norm(split_heads(k, s.num_kv_heads, d), lw.k_norm, eps))
+    return q, k, split_heads(v, s.num_kv_heads, d).transpose(0, 2, 1, 3)
+
+
+def _output_and_mlp(x: T, attn: T, lw: LayerWeights, s: LayerStackSpec) -> T:
+    """x + o_proj(attn [B, heads, T, D]), then the MLP with its residual."""
+    x = x + linear(merge_heads(attn, s.num_heads * s.head_dim), lw.o)
+    return x + swiglu(rms_norm(x, lw.post_norm, s.rms_norm_eps), lw.gate_up, lw.down)
+
+
+def decoder_layer(x: T, lw: LayerWeights, s: LayerStackSpec, cos: T, sin: T, layer: int, cache: KVCache,
+                  causal: bool) -> T:
+    """One pre-norm layer on x [B, T, H] at runtime positions (cos, sin [B, 1, T, D]), with
+    RoPE and attention in the forms the plugins fuse: the paged-attention pass needs the
+    ScaledDotProductAttention, and GQA as repeat_kv."""
+    d = s.head_dim
+
+    def rotate(t: T) -> T:
+        return apply_rope(t.transpose(0, 2, 1, 3), cos, sin, d)
+
+    q, k, v = _attention_inputs(x, lw, s, rotate, rotate)
+    k, v = cache(layer, k, v)
     groups = s.num_heads // s.num_kv_heads
     k, v = repeat_kv(k, groups, s.num_heads, d), repeat_kv(v, groups, s.num_heads, d)
     scale = op.constant(np.float32(1.0 / np.sqrt(d)))
-    if fused:
-        attn = op.scaled_dot_product_attention(q, k, v, scale=scale, causal=causal)
-    else:
-        attn = explicit_attention(q, k, v, scale, causal)
-    x = x + linear(merge_heads(attn, s.num_heads * d), lw.o)
-    return x + swiglu(rms_norm(x, lw.post_norm, eps), lw.gate_up, lw.down)
+    return _output_and_mlp(x, op.scaled_dot_product_attention(q, k, v, scale=scale, causal=causal), lw, s)
+
+
+def decoder_layer_at(x: T, lw: LayerWeights, s: LayerStackSpec, rotations: tuple[T, T], layer: int,
+                     cache: KVCache, causal: bool) -> T:
+    """One pre-norm layer on x [B, T, H] at positions fixed when the graph is built (the code
+    predictor's), in plain ops, for the fewest small nodes per step over ≤16 positions:
+
+    - RoPE as one MatMul by rotations = (R_q, R_k) [T, D, D] (ops.ConstantRope); R_q also
+      carries the attention's 1/√D. (The CPU plugin's fused RoPE gave wrong codes with
+      constant positions, OpenVINO 2026.4.1, seen only after an IR round trip.)
+    - attention as MatMul/Softmax/MatMul, each kv head with its query heads in one product
+      (no repeat_kv: ops.explicit_attention)."""
+    r_q, r_k = rotations
+
+    def rotate_by(r: T) -> Rotate:
+        return lambda t: (t @ r).transpose(0, 2, 1, 3)
+
+    q, k, v = _attention_inputs(x, lw, s, rotate_by(r_q), rotate_by(r_k))
+    k, v = cache(layer, k, v)
+    return _output_and_mlp(x, explicit_attention(q, k, v, None, causal), lw, s)
