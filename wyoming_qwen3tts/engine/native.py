@@ -54,7 +54,6 @@ class NativeRunner:
         c.eos, c.suppress_from, c.groups = spec.codec_ids.eos, suppress_from(spec.talker.vocab_size), GROUPS
         c.primed_states, c.int4_linear = PRIMED_STATES, int4_kernel
         self._runner = _native.Runner(c)
-        self.int4_products = self._runner.int4_products
         self.model, self.schedule = model, schedule
         self.can_copy_blocks = prefix_cache_supported(model.devices["talker"])
 
@@ -65,6 +64,11 @@ class NativeRunner:
     @property
     def kv_block_bytes(self) -> int:
         return self._runner.kv_block_bytes
+
+    @property
+    def int4_products(self) -> int:
+        """Products of the talker and subcode that run the runner's INT4 kernel (0: OpenVINO's)."""
+        return self._runner.int4_products
 
     @property
     def load_memory(self) -> list[tuple[str, int, int]]:
