@@ -35,17 +35,17 @@ ov::Core& shared_core() {
   return *core;
 }
 
-// A request's own input tensor, reshaped (it grows as needed): filling it costs less than a
-// fresh tensor and set_tensor per input and call.
-ov::Tensor input(ov::InferRequest& request, const std::string& name, const ov::Shape& shape) {
-  ov::Tensor t = request.get_tensor(name);
-  t.set_shape(shape);
-  return t;
+// One of a request's own input tensors (TalkerIo, SubcodeIo), reshaped (it grows as needed):
+// filling it costs less than a fresh tensor and set_tensor per input and call.
+template <typename T>
+T* reshaped(ov::Tensor& tensor, const ov::Shape& shape) {
+  tensor.set_shape(shape);
+  return tensor.data<T>();
 }
 
 template <typename T>
-void fill(ov::InferRequest& request, const std::string& name, const std::vector<T>& values, const ov::Shape& shape) {
-  std::memcpy(input(request, name, shape).data(), values.data(), values.size() * sizeof(T));
+void fill(ov::Tensor& tensor, const std::vector<T>& values, const ov::Shape& shape) {
+  std::memcpy(reshaped<T>(tensor, shape), values.data(), values.size() * sizeof(T));
 }
 
 int64_t static_dim(const ov::Output<const ov::Node>& output, size_t axis) {
@@ -82,7 +82,9 @@ void Runner::release_graphs() {
   closed_ = true;
   streams_.clear();
   primed_.clear();
-  codec_.reset();  // each graph's request before its compiled model
+  codec_.reset();  // each graph's request (and its tensors) before its compiled model
+  talker_io_ = {};
+  subcode_io_ = {};
   talker_req_ = {};
   subcode_req_ = {};
   caches_.clear();  // the KV cache's tensors (held for block copies): its memory goes now too
@@ -153,6 +155,10 @@ void Runner::compile_talker() {
   use_int4_kernel(ir.model(), config_.talker_device);
   talker_ = core_.compile_model(ir.model(), config_.talker_device, to_any(config_.talker_properties));
   talker_req_ = talker_.create_infer_request();
+  const auto io = [&](const char* name) { return talker_req_.get_tensor(name); };
+  talker_io_ = {io("inputs_embeds"), io("position_ids"), io("past_lens"), io("subsequence_begins"),
+                io("block_indices"), io("block_indices_begins"), io("max_context_len"), io("sample_rows"),
+                io("logits"), io("hidden")};
   // inputs_embeds is [?, ?] after the transformation; the outputs keep their widths
   hidden_ = static_dim(talker_.output("hidden"), 1);
   vocab_ = static_dim(talker_.output("logits"), 1);
@@ -171,14 +177,15 @@ void Runner::compile_talker() {
   // token into a cache of its own (the real one, allocate_kv's, is written only by
   // sequences), then the mapped pages can go.
   set_caches(1);
-  fill(talker_req_, "inputs_embeds", std::vector<float>(hidden_), {1, static_cast<size_t>(hidden_)});
-  fill(talker_req_, "position_ids", std::vector<int64_t>{0}, {1});
-  fill(talker_req_, "past_lens", std::vector<int32_t>{0}, {1});
-  fill(talker_req_, "subsequence_begins", std::vector<int32_t>{0, 1}, {2});
-  fill(talker_req_, "block_indices", std::vector<int32_t>{0}, {1});
-  fill(talker_req_, "block_indices_begins", std::vector<int32_t>{0, 1}, {2});
-  fill(talker_req_, "max_context_len", std::vector<int32_t>{1}, {});
-  fill(talker_req_, "sample_rows", std::vector<int64_t>{0}, {1});
+  TalkerIo& t = talker_io_;
+  fill(t.embeds, std::vector<float>(hidden_), {1, static_cast<size_t>(hidden_)});
+  fill(t.positions, std::vector<int64_t>{0}, {1});
+  fill(t.past_lens, std::vector<int32_t>{0}, {1});
+  fill(t.begins, std::vector<int32_t>{0, 1}, {2});
+  fill(t.block_indices, std::vector<int32_t>{0}, {1});
+  fill(t.block_begins, std::vector<int32_t>{0, 1}, {2});
+  fill(t.max_context, std::vector<int32_t>{1}, {});
+  fill(t.sample_rows, std::vector<int64_t>{0}, {1});
   talker_req_.infer();
   ir.release();
   irs_.push_back(std::move(ir));
@@ -206,13 +213,17 @@ void Runner::compile_subcode() {
   use_int4_kernel(ir.model(), config_.subcode_device);
   subcode_ = core_.compile_model(ir.model(), config_.subcode_device, to_any(config_.subcode_properties));
   subcode_req_ = subcode_.create_infer_request();
+  const auto io = [&](const char* name) { return subcode_req_.get_tensor(name); };
+  subcode_io_ = {io("hidden"), io("code0"), io("temperature"), io("top_k"), io("top_p"), io("uniform"),
+                 io("codes"), io("frame_embedding")};
+  SubcodeIo& s = subcode_io_;
   const size_t steps = static_cast<size_t>(config_.groups - 1);
-  fill(subcode_req_, "hidden", std::vector<float>(hidden_), {1, static_cast<size_t>(hidden_)});
-  fill(subcode_req_, "code0", std::vector<int64_t>{0}, {1});
-  fill(subcode_req_, "temperature", std::vector<float>{0.0f}, {1});
-  fill(subcode_req_, "top_k", std::vector<int64_t>{1}, {1});
-  fill(subcode_req_, "top_p", std::vector<float>{1.0f}, {1});
-  fill(subcode_req_, "uniform", std::vector<float>(steps, 0.5f), {1, steps});
+  fill(s.hidden, std::vector<float>(hidden_), {1, static_cast<size_t>(hidden_)});
+  fill(s.code0, std::vector<int64_t>{0}, {1});
+  fill(s.temperature, std::vector<float>{0.0f}, {1});
+  fill(s.top_k, std::vector<int64_t>{1}, {1});
+  fill(s.top_p, std::vector<float>{1.0f}, {1});
+  fill(s.uniform, std::vector<float>(steps, 0.5f), {1, steps});
   subcode_req_.infer();  // packs the weights (dynamic shapes), as for the talker
   ir.release();
   irs_.push_back(std::move(ir));
@@ -228,6 +239,7 @@ void Runner::allocate_kv(int64_t num_blocks) {
 }
 
 void Runner::copy_blocks(const std::vector<int32_t>& pairs) {
+  if (pairs.empty()) return;  // most steps: not even a look at the ~60 cache tensors
   for (ov::Tensor& cache : caches_) {
     const size_t row = cache.get_byte_size() / cache.get_shape()[0];
     auto* bytes = static_cast<uint8_t*>(cache.data());
@@ -285,20 +297,21 @@ StepOutput Runner::forward(const StepPlan& plan) {
   out.embeddings.assign(k * static_cast<size_t>(hidden_), 0.0f);
   if (total == 0) return out;  // copies only
   const std::vector<int64_t> rows = k > 0 ? plan.sample_rows : std::vector<int64_t>{0};  // the graph wants a row
-  fill(talker_req_, "inputs_embeds", plan.embeds, {total, static_cast<size_t>(hidden_)});
-  fill(talker_req_, "position_ids", plan.positions, {total});
-  fill(talker_req_, "past_lens", plan.past_lens, {n});
-  fill(talker_req_, "subsequence_begins", plan.begins, {n + 1});
-  fill(talker_req_, "block_indices", plan.block_indices, {plan.block_indices.size()});
-  fill(talker_req_, "block_indices_begins", plan.block_begins, {n + 1});
-  fill(talker_req_, "max_context_len", std::vector<int32_t>{plan.max_context}, {});
-  fill(talker_req_, "sample_rows", rows, {rows.size()});
+  TalkerIo& t = talker_io_;
+  fill(t.embeds, plan.embeds, {total, static_cast<size_t>(hidden_)});
+  fill(t.positions, plan.positions, {total});
+  fill(t.past_lens, plan.past_lens, {n});
+  fill(t.begins, plan.begins, {n + 1});
+  fill(t.block_indices, plan.block_indices, {plan.block_indices.size()});
+  fill(t.block_begins, plan.block_begins, {n + 1});
+  fill(t.max_context, std::vector<int32_t>{plan.max_context}, {});
+  fill(t.sample_rows, rows, {rows.size()});
   auto begin = Clock::now();
   talker_req_.infer();
   add_time(&StepTimes::talker_s, seconds_since(begin));
   if (k == 0) return out;
-  const std::vector<int64_t> code0 = sample_code0(plan, talker_req_.get_tensor("logits").data<const float>());
-  run_subcode(plan, code0, talker_req_.get_tensor("hidden").data<const float>(), out);
+  const std::vector<int64_t> code0 = sample_code0(plan, t.logits.data<const float>());
+  run_subcode(plan, code0, t.hidden.data<const float>(), out);
   return out;
 }
 
@@ -307,11 +320,10 @@ std::vector<int64_t> Runner::sample_code0(const StepPlan& plan, const float* log
   std::vector<int64_t> codes(k);
   for (size_t r = 0; r < k; ++r) {
     const SamplingParams& p = plan.params[r];
-    const std::vector<int64_t> history(plan.history.begin() + plan.history_begins[r],
-                                       plan.history.begin() + plan.history_begins[r + 1]);
+    const int64_t frames = plan.history_begins[r + 1] - plan.history_begins[r];
     std::vector<float> z(logits + r * vocab_, logits + (r + 1) * vocab_);
-    process_talker_logits(z, history, static_cast<int64_t>(history.size()), static_cast<float>(p.repetition_penalty),
-                          config_.eos, config_.suppress_from, p.min_frames);
+    process_talker_logits(z, plan.history.data() + plan.history_begins[r], static_cast<size_t>(frames), frames,
+                          static_cast<float>(p.repetition_penalty), config_.eos, config_.suppress_from, p.min_frames);
     const double uniform = plan.uniforms[r * config_.groups];
     codes[r] = p.do_sample ? sample_row(z, p.temperature, p.top_k, p.top_p, uniform) : argmax(z);
   }
@@ -328,26 +340,29 @@ void Runner::run_subcode(const StepPlan& plan, const std::vector<int64_t>& code0
   }
   if (rows.empty()) return;
   const size_t k = rows.size();
-  ov::InferRequest& q = subcode_req_;
-  ov::Tensor h = input(q, "hidden", {k, width}), codes = input(q, "code0", {k}),
-             temperature = input(q, "temperature", {k}), top_k = input(q, "top_k", {k}), top_p = input(q, "top_p", {k}),
-             uniform = input(q, "uniform", {k, steps});
+  SubcodeIo& s = subcode_io_;
+  float* h = reshaped<float>(s.hidden, {k, width});
+  int64_t* codes = reshaped<int64_t>(s.code0, {k});
+  float* temperature = reshaped<float>(s.temperature, {k});
+  int64_t* top_k = reshaped<int64_t>(s.top_k, {k});
+  float* top_p = reshaped<float>(s.top_p, {k});
+  float* uniform = reshaped<float>(s.uniform, {k, steps});
   for (size_t i = 0; i < k; ++i) {
     const size_t r = rows[i];
     const SamplingParams& p = plan.params[r];
-    std::memcpy(h.data<float>() + i * width, hidden + r * width, width * sizeof(float));
-    codes.data<int64_t>()[i] = code0[r];
-    temperature.data<float>()[i] = p.subtalker_do_sample ? static_cast<float>(p.subtalker_temperature) : 0.0f;
-    top_k.data<int64_t>()[i] = p.subtalker_top_k;
-    top_p.data<float>()[i] = static_cast<float>(p.subtalker_top_p);
+    std::memcpy(h + i * width, hidden + r * width, width * sizeof(float));
+    codes[i] = code0[r];
+    temperature[i] = p.subtalker_do_sample ? static_cast<float>(p.subtalker_temperature) : 0.0f;
+    top_k[i] = p.subtalker_top_k;
+    top_p[i] = static_cast<float>(p.subtalker_top_p);
     for (size_t j = 0; j < steps; ++j)
-      uniform.data<float>()[i * steps + j] = static_cast<float>(plan.uniforms[r * groups + 1 + j]);
+      uniform[i * steps + j] = static_cast<float>(plan.uniforms[r * groups + 1 + j]);
   }
   auto begin = Clock::now();
   subcode_req_.infer();
   add_time(&StepTimes::subcode_s, seconds_since(begin));
-  const int64_t* sub = subcode_req_.get_tensor("codes").data<const int64_t>();
-  const float* embedding = subcode_req_.get_tensor("frame_embedding").data<const float>();
+  const int64_t* sub = s.codes.data<const int64_t>();
+  const float* embedding = s.embedding.data<const float>();
   for (size_t i = 0; i < k; ++i) {
     std::copy(sub + i * steps, sub + (i + 1) * steps, out.codes.begin() + rows[i] * groups + 1);
     std::copy(embedding + i * width, embedding + (i + 1) * width, out.embeddings.begin() + rows[i] * width);

@@ -4,17 +4,19 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
-#include <set>
 
 namespace qwen3tts {
 
-void process_talker_logits(std::vector<float>& z, const std::vector<int64_t>& generated, int64_t step, float penalty,
-                           int64_t eos, int64_t suppress_from, int64_t min_frames) {
+void process_talker_logits(std::vector<float>& z, const int64_t* generated, size_t count, int64_t step,
+                           float penalty, int64_t eos, int64_t suppress_from, int64_t min_frames) {
   const float inf = std::numeric_limits<float>::infinity();
-  if (penalty != 1.0f && !generated.empty()) {
-    for (int64_t id : std::set<int64_t>(generated.begin(), generated.end())) {
-      float score = z[id];
-      z[id] = score < 0 ? score * penalty : score / penalty;
+  if (penalty != 1.0f && count > 0) {
+    std::vector<bool> seen(z.size());  // each id once (numpy.unique), in any order: they are independent
+    for (const int64_t* id = generated; id != generated + count; ++id) {
+      if (seen[*id]) continue;
+      seen[*id] = true;
+      float score = z[*id];
+      z[*id] = score < 0 ? score * penalty : score / penalty;
     }
   }
   if (step < min_frames) z[eos] = -inf;
@@ -53,20 +55,28 @@ int64_t sample_row(const std::vector<float>& zf, double temperature, int64_t top
   const int64_t n = static_cast<int64_t>(zf.size());
   std::vector<double> z(n);
   for (int64_t i = 0; i < n; ++i) z[i] = static_cast<double>(zf[i]) / temperature;
+  double kth = -inf;  // top-k: the ids below the k-th largest value (ties kept) are out
   if (top_k > 0 && top_k < n) {
     std::vector<double> copy(z);
     std::nth_element(copy.begin(), copy.begin() + (top_k - 1), copy.end(), std::greater<double>());
-    double kth = copy[top_k - 1];
-    for (double& v : z)
-      if (v < kth) v = -inf;
+    kth = copy[top_k - 1];
   }
-  std::vector<int64_t> order(n);
-  std::iota(order.begin(), order.end(), 0);
+  // numpy's stable argsort of -z after top-k: descending, ties in id order. The ids out (top-k's
+  // and the suppressed, -inf) tie at -inf below the others, in id order, with probability 0:
+  // only the `drawn` ids before them are sorted and computed.
+  const auto is_out = [&](int64_t i) { return z[i] < kth || z[i] == -inf; };
+  std::vector<int64_t> order;
+  for (int64_t i = 0; i < n; ++i)
+    if (!is_out(i)) order.push_back(i);
+  const int64_t drawn = static_cast<int64_t>(order.size());
+  if (drawn == 0) return n - 1;  // all -inf: every probability would be NaN, the draw past the last id
   std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) { return z[a] > z[b]; });
   std::vector<double> probs(n);
-  for (int64_t i = 0; i < n; ++i) probs[i] = std::exp(z[order[i]] - z[order[0]]);
-  double total = pairwise_sum(probs.data(), n);
-  for (double& p : probs) p /= total;
+  for (int64_t i = 0; i < drawn; ++i) probs[i] = std::exp(z[order[i]] - z[order[0]]);
+  double total = pairwise_sum(probs.data(), n);  // numpy's order over all n (the zeros add nothing)
+  // total >= probs[0] = 1, so the zeros would stay 0; a NaN total (an infinite logit) makes every
+  // drawn probability NaN, and so every cumulative sum: the zeros after them change nothing.
+  for (int64_t i = 0; i < drawn; ++i) probs[i] /= total;
   int64_t kept = n;
   if (top_p < 1.0) {
     double cum = 0.0;
@@ -79,11 +89,17 @@ int64_t sample_row(const std::vector<float>& zf, double temperature, int64_t top
     double head = pairwise_sum(probs.data(), kept);
     for (int64_t i = 0; i < kept; ++i) probs[i] /= head;
   }
-  std::vector<double> cum(kept);
-  std::partial_sum(probs.begin(), probs.begin() + kept, cum.begin());
-  double target = uniform * cum[kept - 1];
+  // The draw over the kept ids; past the drawn ones the cumulative sum stays at its last value,
+  // so a draw no drawn id takes falls past the last kept id, which may be one of the ids out.
+  const int64_t m = std::min(kept, drawn);
+  std::vector<double> cum(m);
+  std::partial_sum(probs.begin(), probs.begin() + m, cum.begin());
+  double target = uniform * cum[m - 1];
   int64_t index = std::upper_bound(cum.begin(), cum.end(), target) - cum.begin();  // side="right"
-  return order[std::min(index, kept - 1)];
+  if (index < m) return order[index];
+  if (kept <= drawn) return order[kept - 1];
+  for (int64_t i = 0, skip = kept - 1 - drawn;; ++i)  // the (kept - drawn)-th id out
+    if (is_out(i) && skip-- == 0) return i;
 }
 
 }  // namespace qwen3tts

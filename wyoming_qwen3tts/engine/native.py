@@ -10,6 +10,9 @@ per-element conversion.
 """
 from __future__ import annotations
 
+import itertools
+import operator
+
 import numpy as np
 
 from .loaded_model import LoadedModel
@@ -54,6 +57,7 @@ class NativeRunner:
         c.eos, c.suppress_from, c.groups = spec.codec_ids.eos, suppress_from(spec.talker.vocab_size), GROUPS
         c.primed_states, c.int4_linear = PRIMED_STATES, int4_kernel
         self._runner = _native.Runner(c)
+        self._sampling = operator.attrgetter(*_native.SAMPLING_FIELDS)  # a row of forward's sampling matrix
         self.model, self.schedule = model, schedule
         self.can_copy_blocks = prefix_cache_supported(model.devices["talker"])
 
@@ -84,14 +88,15 @@ class NativeRunner:
         self._runner.allocate_kv(num_blocks)
 
     def forward(self, plan: StepPlan) -> StepOutput:
+        # Lists where they will do (the binding makes the arrays in C): each numpy function a step
+        # calls costs µs of host time, tens once an inference has emptied the caches.
         rows = plan.sampling
         k = len(rows)
-        fields = _native.SAMPLING_FIELDS
-        sampling = np.array([[getattr(s.params, f) for f in fields] for s in rows], np.float64).reshape(k, len(fields))
-        history_begins = np.zeros(k + 1, np.int64)
-        np.cumsum([s.history.shape[0] for s in rows], out=history_begins[1:])
+        sampling = np.array([self._sampling(s.params) for s in rows], np.float64)
+        sampling = sampling.reshape(k, len(_native.SAMPLING_FIELDS))
+        history_begins = [0, *itertools.accumulate(len(s.history) for s in rows)]
         history = np.concatenate([s.history for s in rows]) if k else np.zeros(0, np.int64)
-        uniforms = np.stack([s.uniforms for s in rows]) if k else np.zeros((0, GROUPS))
+        uniforms = [s.uniforms for s in rows]
         codes, embeddings = self._runner.forward(
             plan.copies, plan.embeds, plan.positions, plan.past_lens, plan.begins, plan.block_indices,
             plan.block_begins, plan.max_context, plan.sample_rows[:k],  # the C++ side adds the row a graph needs

@@ -2,6 +2,7 @@
 // wyoming_qwen3tts/engine/sampling.py computes them (that file documents the rules).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <vector>
 
@@ -20,10 +21,10 @@ struct SamplingParams {
   int64_t min_frames = 2;  // EOS is masked before this many frames
 };
 
-// Penalty over the group-0 codes generated so far -> EOS masked before `min_frames` ->
-// control ids suppressed except EOS; in place, in float32 like numpy.
-void process_talker_logits(std::vector<float>& z, const std::vector<int64_t>& generated, int64_t step, float penalty,
-                           int64_t eos, int64_t suppress_from, int64_t min_frames);
+// Penalty over the group-0 codes generated so far (`count` ids of z, from `generated`) -> EOS
+// masked before `min_frames` -> control ids suppressed except EOS; in place, in float32 like numpy.
+void process_talker_logits(std::vector<float>& z, const int64_t* generated, size_t count, int64_t step,
+                           float penalty, int64_t eos, int64_t suppress_from, int64_t min_frames);
 
 // Temperature -> top-k (ties kept) -> top-p -> inverse-CDF draw, in float64 with numpy's
 // summation order (pairwise sums, sequential cumulative sums).
