@@ -1,5 +1,8 @@
 """The native runner's INT4 kernel (native/include/qwen3tts/int4_linear.hpp): its numbers
-against an integer reference in numpy, and its place in the runner's graphs."""
+against an integer reference in numpy and against OpenVINO's exact products, product by product
+and whole graphs, and its place in the runner's graphs. Every CI host has AVX-512 VNNI: tests
+of the kernel's numbers fail without it; on other CPUs the kernel must refuse and the runner
+swap nothing, which the other tests check."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -99,7 +102,8 @@ def test_kernel_reads_nncf_int4_weights_as_openvino_does(int4_dir, graph):
     products = int4_products(core.read_model(int4_dir / f"{graph}.xml"))
     assert products
     rng = np.random.default_rng(0)
-    for matmul, q, scale in products[:12]:
+    distinct = {q.get_friendly_name(): (matmul, q, scale) for matmul, q, scale in products}
+    for matmul, q, scale in distinct.values():
         n, groups, group = (int(d) for d in q.get_output_shape(0))
         x = rng.standard_normal((3, groups * group)).astype(np.float32)
         param = opset13.parameter([-1, groups * group], ov.Type.f32)
@@ -111,12 +115,54 @@ def test_kernel_reads_nncf_int4_weights_as_openvino_does(int4_dir, graph):
         assert np.linalg.norm(got - want) / np.linalg.norm(want) < 0.02, matmul.get_friendly_name()
 
 
+def openvino_exact(path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """One inference of an IR by OpenVINO alone, f32, its dynamic quantization off."""
+    request = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
+                                                    "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0}).create_infer_request()
+    request.infer(inputs)
+    return {port.get_any_name(): request.get_tensor(port).data.copy() for port in request.model_outputs}
+
+
+def test_graphs_with_the_kernel_compute_what_openvino_does(int4_dir):
+    """The talker and subcode graphs with every INT4 product swapped, as the runner runs them,
+    against OpenVINO's exact products of the same weights: a product wired to the wrong
+    weights, rows or input shape would move the logits by ~100 % and make the first subcode
+    draw agree by chance (1 in 2048). The tiny model turns the activations' int8 rounding
+    into ~2 % on the logits, as OpenVINO's own dynamic quantization does."""
+    if not SUPPORTED:
+        pytest.fail("this test needs a CPU with AVX-512 VNNI, as every CI host has")
+    core = ov.Core()
+    rng = np.random.default_rng(0)
+    t = 7  # a prefill: 3-D input, several rows per product
+    hidden = core.read_model(int4_dir / "talker.xml").input("inputs_embeds").get_partial_shape()[2].get_length()
+    talker_in = {"inputs_embeds": rng.standard_normal((1, t, hidden)).astype(np.float32),
+                 "position_ids": np.arange(t, dtype=np.int64)[None], "beam_idx": np.zeros(1, np.int32),
+                 "sample_rows": np.array([t - 1], np.int64)}
+    swapped, got = _native.infer_with_int4_kernel(str(int4_dir / "talker.xml"), talker_in)
+    want = openvino_exact(int4_dir / "talker.xml", talker_in)
+    assert swapped == len(int4_products(core.read_model(int4_dir / "talker.xml")))
+    for name in ("logits", "hidden"):
+        assert np.linalg.norm(got[name] - want[name]) / np.linalg.norm(want[name]) < 0.05, name
+    rows = 16
+    subcode_in = {"hidden": 3 * rng.standard_normal((rows, hidden)).astype(np.float32),
+                  "code0": rng.integers(0, 2048, rows), "temperature": np.zeros(rows, np.float32),  # greedy
+                  "top_k": np.full(rows, 50), "top_p": np.ones(rows, np.float32),
+                  "uniform": rng.random((rows, 15)).astype(np.float32)}
+    swapped, got = _native.infer_with_int4_kernel(str(int4_dir / "subcode.xml"), subcode_in)
+    want = openvino_exact(int4_dir / "subcode.xml", subcode_in)
+    assert swapped == len(int4_products(core.read_model(int4_dir / "subcode.xml")))
+    # the first draw goes through every layer and the first head; later draws feed on earlier
+    # ones and diverge from rounding alone on random weights; every head is checked above
+    assert (got["codes"][:, 0] == want["codes"][:, 0]).sum() >= 12, (got["codes"][:, 0], want["codes"][:, 0])
+
+
 def test_runner_swaps_the_kernel_into_every_int4_product(int4_dir):
     """With the kernel, every INT4 product of the talker and subcode runs it (none with it
     off), and requests run to their end."""
     model = LoadedModel(int4_dir, precision="f32", kv_precision="u8")
     core = ov.Core()
     expected = sum(len(int4_products(core.read_model(int4_dir / f"{g}.xml"))) for g in ("talker", "subcode"))
+    assert expected > 0
     for kernel in (True, False):
         sched = Scheduler(model, EngineConfig(kv_blocks=64, max_frames=12, int4_kernel=kernel))
         try:

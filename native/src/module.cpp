@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <cstring>
+#include <map>
 #include <optional>
 #include <stdexcept>
 #include <tuple>
@@ -85,6 +86,49 @@ PYBIND11_MODULE(_native, m) {
         return y;
       },
       "x · Wᵀ by the INT4 kernel (for tests): W from i4 bytes q [N, K/2] and scales [N, groups]");
+  m.def(
+      "infer_with_int4_kernel",
+      [](const std::string& xml, const std::map<std::string, py::array>& inputs) {
+        // The graph as the runner runs it (every INT4 product swapped), f32 and OpenVINO's
+        // dynamic quantization off, so that against OpenVINO's exact products of the same
+        // weights only the kernel differs.
+        if (!int4_linear_supported()) throw std::runtime_error("infer_with_int4_kernel: this CPU has no AVX-512 VNNI");
+        ov::Core core;
+        const std::shared_ptr<ov::Model> model = core.read_model(xml);
+        const int swapped = use_int4_linear(model);
+        ov::InferRequest request = core.compile_model(model, "CPU", ov::AnyMap{{"INFERENCE_PRECISION_HINT", "f32"},
+                                                                         {"DYNAMIC_QUANTIZATION_GROUP_SIZE", 0}})
+                                       .create_infer_request();
+        for (const auto& [name, array] : inputs) {
+          const py::array a = py::array::ensure(array, py::array::c_style);
+          const ov::element::Type type = a.dtype().is(py::dtype::of<float>())     ? ov::element::f32
+                                         : a.dtype().is(py::dtype::of<int64_t>()) ? ov::element::i64
+                                         : a.dtype().is(py::dtype::of<int32_t>()) ? ov::element::i32
+                                                                                  : ov::element::dynamic;
+          if (type == ov::element::dynamic) throw std::invalid_argument("infer_with_int4_kernel: " + name + ": f32, i64 or i32");
+          ov::Shape shape;
+          for (py::ssize_t i = 0; i < a.ndim(); ++i) shape.push_back(static_cast<size_t>(a.shape(i)));
+          ov::Tensor tensor(type, shape);
+          std::memcpy(tensor.data(), a.data(), tensor.get_byte_size());
+          request.set_tensor(name, tensor);
+        }
+        request.infer();
+        std::map<std::string, py::array> outputs;
+        for (const ov::Output<const ov::Node>& port : request.get_compiled_model().outputs()) {
+          const ov::Tensor t = request.get_tensor(port);
+          std::vector<py::ssize_t> shape;
+          for (const size_t d : t.get_shape()) shape.push_back(static_cast<py::ssize_t>(d));
+          py::array out = t.get_element_type() == ov::element::f32   ? py::array(py::array_t<float>(shape))
+                          : t.get_element_type() == ov::element::i64 ? py::array(py::array_t<int64_t>(shape))
+                                                                     : py::array();
+          if (out.size() != static_cast<py::ssize_t>(t.get_size())) continue;  // another type: not needed by tests
+          std::memcpy(out.mutable_data(), t.data(), t.get_byte_size());
+          outputs[port.get_any_name()] = out;
+        }
+        return std::make_tuple(swapped, outputs);
+      },
+      py::arg("xml"), py::arg("inputs"),
+      "(products swapped, f32 and i64 outputs) of one inference of an IR with the INT4 kernel in its products (for tests)");
 
   py::class_<StepTimes>(m, "StepTimes")
       .def_readonly("talker_s", &StepTimes::talker_s)
