@@ -95,6 +95,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.frames < 2 or args.runs < 1 or args.probe_frames < 1:
         parser.error("--frames must be >= 2, --runs and --probe-frames >= 1")
+    if args.int4_kernel == "on" and args.runner != "native":
+        parser.error("--int4-kernel on needs --runner native (the kernel lives in the native runner)")
     return args
 
 

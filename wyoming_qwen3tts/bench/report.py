@@ -251,6 +251,14 @@ def _costs(r: Report) -> list[str]:
 LM_GRAPHS = ("talker", "subcode")
 
 
+def _int4_kernel(r: Report) -> str:
+    """Which INT4 products ran, for INT4 conversions only ("" otherwise)."""
+    if r.model["options"]["weights"] != "int4":
+        return ""
+    n = r.ours.int4_products
+    return f"INT4 kernel {'ours in ' + str(n) + ' products' if n else 'OpenVINO'}; "
+
+
 def _compute(o: OursResult) -> str:
     """The precision asked for, and what each graph ran with."""
     return f"{o.setup.precision} (" + ", ".join(f"{g} {p}" for g, p in o.precisions.items()) + ")"
@@ -275,8 +283,7 @@ def markdown(r: Report) -> str:
               f"({', '.join(f'{g} {f}' for g, f in r.model['graphs'].items() if g in LM_GRAPHS)}), "
               f"{_compute(o)} compute, {o.setup.kv_precision} KV cache, codec chunks "
               f"{o.setup.first_chunk} then {o.setup.steady_chunk}, threads {o.setup.threads or m['cores']}, "
-              f"INT4 kernel {'ours in ' + str(o.int4_products) + ' products' if o.int4_products else 'OpenVINO'}; "
-              f"load {o.load_s:.1f} s",
+              f"{_int4_kernel(r)}load {o.load_s:.1f} s",
               "- Peers: " + ("; ".join(_peer_line(peer) for peer in peers(r).values()) or "none (--peers none)"),
               f"- Command: `{r.command}` ({r.wall_s / 60:.1f} min); while it measured, other processes used "
               f"{r.other_cpu_share:.1%} of the CPU and other virtual machines took {r.steal_share:.1%} (steal)", ""]

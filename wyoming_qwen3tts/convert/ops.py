@@ -130,7 +130,8 @@ def apply_rope(x: T, cos: T, sin: T, head_dim: int, fusable: bool = True) -> T:
     fusable=True writes rotate_half as Slice/Negative/Concat, the pattern the CPU plugin
     fuses into its RoPE kernel (right for the talker's runtime positions). fusable=False
     (the codec graphs) writes it as a Gather and a sign vector, which no fusion matches: the
-    fused kernel gave wrong values for the code predictor's constant positions (OpenVINO 2026.4.1).
+    fused kernel once gave wrong values at constant positions (OpenVINO 2026.4.1; the code
+    predictor now rotates by a matrix instead), and the codec's IR stays as it was tested.
     """
     half = head_dim // 2
     if fusable:
@@ -175,6 +176,8 @@ def explicit_attention(q: T, k: T, v: T, scale: T | None, causal: bool = False, 
     for dynamic lengths. scale None: q is scaled already."""
     heads, kv_heads = q.dim(1), k.dim(1)
     groups = heads // kv_heads
+    if groups > 1 and bias is not None:
+        raise ValueError("explicit_attention: a bias mask with grouped queries is not supported (repeat_kv first)")
     if groups > 1:
         q = q.reshape(0, kv_heads, -1, q.dim(3))
     scores = q.matmul_t(k)
