@@ -111,3 +111,11 @@ def test_bench_command_wraps_only_wyoming_bench_in_flock(tmp_path: Path) -> None
     assert cmd[bench + 1:bench + 4] == ["tts", "127.0.0.1:5001", "127.0.0.1:5002"]
     assert cmd[cmd.index("--texts") + 1:cmd.index("--texts") + 3] == TEXTS
     assert "-v" in cmd and "--no-unique" in cmd
+
+
+def test_a_server_label_names_the_model_it_serves() -> None:
+    assert vs_piper.our_label(Path("/m/0.6b-int4"), 2, []) == "wyoming-qwen3tts (0.6b-int4, --threads 2)"
+    assert vs_piper.our_label(Path("/m/0.6b-int4"), 2, ["--holdback", "0"]) == \
+        "wyoming-qwen3tts (0.6b-int4, --threads 2 --holdback 0)"
+    assert vs_piper.our_label(Path("/m/0.6b-int4"), 2, ["--model", "/m/0.6b-int8", "--holdback", "0"]) == \
+        "wyoming-qwen3tts (0.6b-int8, --threads 2 --holdback 0)"

@@ -102,6 +102,20 @@ def our_server(model: Path, port: int, threads: int, extra: list[str], log_dir: 
     return ServerChild("wyoming-qwen3tts", cmd, port, log_dir / f"wyoming-qwen3tts-{port}.log")
 
 
+def our_label(model: Path, threads: int, extra: list[str]) -> str:
+    """A server's row label: the model it serves (an extra --model wins, as in its argument
+    parser) and the rest of its extra arguments."""
+    rest: list[str] = []
+    i = 0
+    while i < len(extra):
+        if extra[i] == "--model" and i + 1 < len(extra):
+            model, i = Path(extra[i + 1]), i + 2
+        else:
+            rest.append(extra[i])
+            i += 1
+    return f"wyoming-qwen3tts ({model.name}, --threads {threads}{' ' if rest else ''}{shlex.join(rest)})"
+
+
 def piper_server(piper_python: Path, voice_dir: Path, port: int, log_dir: Path) -> ServerChild:
     download_dir = log_dir / "piper-download"
     download_dir.mkdir(parents=True, exist_ok=True)
@@ -282,8 +296,7 @@ def run(args: argparse.Namespace) -> Path:
     parsed = parse_bench_output(stdout, texts)
     if not parsed:
         raise RuntimeError(f"no results in wyoming-bench's output; see {work / 'wyoming-bench.out'}")
-    labels = {port: f"wyoming-qwen3tts ({args.model.name}, --threads {args.threads}{' ' if extra else ''}"
-                    f"{shlex.join(extra)})" for port, extra in ours.items()}
+    labels = {port: our_label(args.model, args.threads, extra) for port, extra in ours.items()}
     labels[piper_port] = f"wyoming-piper {package_version(piper_python, 'wyoming-piper')} ({PIPER_VOICE})"
     names = server_names(parsed, labels)
     setup = (f"wyoming-bench {package_version(bench_python, 'wyoming-bench')} against both servers in one run, "
