@@ -20,6 +20,8 @@ from wyoming_qwen3tts.engine.scheduler import Scheduler
 from wyoming_qwen3tts.model.prompt import VoiceRequest
 
 SUPPORTED = _native.int4_linear_supported()
+# OpenVINO's exact f32 products: no bf16, no dynamic quantization of the activations
+EXACT = {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0}
 
 
 def i4_bytes(q: np.ndarray) -> np.ndarray:
@@ -108,7 +110,7 @@ def test_kernel_reads_nncf_int4_weights_as_openvino_does(int4_dir, graph):
         x = rng.standard_normal((3, groups * group)).astype(np.float32)
         param = opset13.parameter([-1, groups * group], ov.Type.f32)
         exact = core.compile_model(ov.Model([opset13.matmul(param, matmul.input_value(1), False, True)], [param]),
-                                   "CPU", {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0})
+                                   "CPU", EXACT)
         want = exact(x)[0]
         raw = q.get_data().view(np.uint8).reshape(n, groups * group // 2)
         got = _native.int4_linear(raw, scale.get_data().astype(np.float32).reshape(n, groups), x)
@@ -117,8 +119,7 @@ def test_kernel_reads_nncf_int4_weights_as_openvino_does(int4_dir, graph):
 
 def openvino_exact(path, inputs: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
     """One inference of an IR by OpenVINO alone, f32, its dynamic quantization off."""
-    request = ov.Core().compile_model(path, "CPU", {"INFERENCE_PRECISION_HINT": "f32",
-                                                    "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0}).create_infer_request()
+    request = ov.Core().compile_model(path, "CPU", EXACT).create_infer_request()
     request.infer(inputs)
     return {port.get_any_name(): request.get_tensor(port).data.copy() for port in request.model_outputs}
 
@@ -134,13 +135,14 @@ def test_graphs_with_the_kernel_compute_what_openvino_does(int4_dir):
     core = ov.Core()
     rng = np.random.default_rng(0)
     t = 7  # a prefill: 3-D input, several rows per product
-    hidden = core.read_model(int4_dir / "talker.xml").input("inputs_embeds").get_partial_shape()[2].get_length()
+    talker = core.read_model(int4_dir / "talker.xml")
+    hidden = talker.input("inputs_embeds").get_partial_shape()[2].get_length()
     talker_in = {"inputs_embeds": rng.standard_normal((1, t, hidden)).astype(np.float32),
                  "position_ids": np.arange(t, dtype=np.int64)[None], "beam_idx": np.zeros(1, np.int32),
                  "sample_rows": np.array([t - 1], np.int64)}
     swapped, got = _native.infer_with_int4_kernel(str(int4_dir / "talker.xml"), talker_in)
     want = openvino_exact(int4_dir / "talker.xml", talker_in)
-    assert swapped == len(int4_products(core.read_model(int4_dir / "talker.xml")))
+    assert swapped == len(int4_products(talker))
     for name in ("logits", "hidden"):
         assert np.linalg.norm(got[name] - want[name]) / np.linalg.norm(want[name]) < 0.05, name
     rows = 16
