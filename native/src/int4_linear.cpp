@@ -17,44 +17,20 @@
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 
-#define QWEN3TTS_VNNI __attribute__((target("avx512f,avx512bw,avx512vnni")))
+#include "qwen3tts/vnni.hpp"
 
 namespace qwen3tts {
 
 namespace {
 
-constexpr int64_t kLanes = 16;     // output rows per block: one int32/f32 lane each
 constexpr int64_t kLineInputs = 8;  // inputs per 64-byte line of a block
 constexpr int64_t kMaxRows = 4;     // activation rows per pass over a block (registers)
 
-// Activations [m, K] as int8 per group: values, one scale per row and group, and
-// -8 · Σ values per row and group (the weights are stored as q+8, which adds 8 · Σ x).
-struct QuantizedRows {
-  std::vector<int8_t> values;
-  std::vector<float> scales;
-  std::vector<int32_t> offsets;
-};
-
-QWEN3TTS_VNNI void quantize_group(const float* x, int64_t group, int8_t* q, float& scale, int32_t& offset) {
-  __m512 amax = _mm512_setzero_ps();
-  for (int64_t k = 0; k < group; k += 16) amax = _mm512_max_ps(amax, _mm512_abs_ps(_mm512_loadu_ps(x + k)));
-  const float max = _mm512_reduce_max_ps(amax);
-  scale = max / 127.0f;
-  const __m512 inverse = _mm512_set1_ps(max > 0.0f ? 127.0f / max : 0.0f);
-  __m512i sum = _mm512_setzero_si512();
-  for (int64_t k = 0; k < group; k += 16) {
-    __m512i v = _mm512_cvtps_epi32(_mm512_mul_ps(_mm512_loadu_ps(x + k), inverse));  // round to nearest even
-    sum = _mm512_add_epi32(sum, v);
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(q + k), _mm512_cvtsepi32_epi8(v));
-  }
-  offset = -8 * _mm512_reduce_add_epi32(sum);
-}
-
 // y[r, block b] for R activation rows and B adjacent 16-row blocks, every group.
 template <int R, int B>
-QWEN3TTS_VNNI void multiply_blocks(const uint8_t* nibbles, const float* scales, int64_t cols, int64_t group,
-                                   const QuantizedRows& x, int64_t row0, int64_t stride_y, float* y) {
-  const int64_t groups = cols / group, block_bytes = cols / kLineInputs * 64;
+QWEN3TTS_VNNI void multiply_blocks(const uint8_t* nibbles, const float* scales, const QuantizedRows& x, int64_t row0,
+                                   int64_t stride_y, float* y) {
+  const int64_t cols = x.cols, group = x.group, groups = cols / group, block_bytes = cols / kLineInputs * 64;
   const __m512i low = _mm512_set1_epi8(0x0F);
   __m512 out[B][R];
   for (int b = 0; b < B; ++b)
@@ -63,7 +39,7 @@ QWEN3TTS_VNNI void multiply_blocks(const uint8_t* nibbles, const float* scales, 
     __m512i even[B][R], odd[B][R];  // two chains per accumulator hide the dot products' latency
     for (int b = 0; b < B; ++b)
       for (int r = 0; r < R; ++r) {
-        even[b][r] = _mm512_set1_epi32(x.offsets[(row0 + r) * groups + g]);
+        even[b][r] = _mm512_set1_epi32(-8 * x.sums[(row0 + r) * groups + g]);
         odd[b][r] = _mm512_setzero_si512();
       }
     for (int64_t k = g * group; k < (g + 1) * group; k += kLineInputs) {
@@ -81,7 +57,7 @@ QWEN3TTS_VNNI void multiply_blocks(const uint8_t* nibbles, const float* scales, 
       }
     }
     for (int b = 0; b < B; ++b) {
-      const __m512 s = _mm512_loadu_ps(scales + (b * groups + g) * kLanes);
+      const __m512 s = _mm512_loadu_ps(scales + (b * groups + g) * kBlockRows);
       for (int r = 0; r < R; ++r) {
         const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(even[b][r], odd[b][r]));
         out[b][r] = _mm512_fmadd_ps(dot, _mm512_mul_ps(s, _mm512_set1_ps(x.scales[(row0 + r) * groups + g])), out[b][r]);
@@ -89,18 +65,17 @@ QWEN3TTS_VNNI void multiply_blocks(const uint8_t* nibbles, const float* scales, 
     }
   }
   for (int b = 0; b < B; ++b)
-    for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + (row0 + r) * stride_y + b * kLanes, out[b][r]);
+    for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + (row0 + r) * stride_y + b * kBlockRows, out[b][r]);
 }
 
 template <int B>
-void multiply_rows(const uint8_t* nibbles, const float* scales, int64_t cols, int64_t group, const QuantizedRows& x,
-                   int64_t rows, int64_t stride_y, float* y) {
-  for (int64_t r = 0; r < rows; r += kMaxRows) {
-    switch (std::min(kMaxRows, rows - r)) {
-      case 1: multiply_blocks<1, B>(nibbles, scales, cols, group, x, r, stride_y, y); break;
-      case 2: multiply_blocks<2, B>(nibbles, scales, cols, group, x, r, stride_y, y); break;
-      case 3: multiply_blocks<3, B>(nibbles, scales, cols, group, x, r, stride_y, y); break;
-      default: multiply_blocks<4, B>(nibbles, scales, cols, group, x, r, stride_y, y); break;
+void multiply_rows(const uint8_t* nibbles, const float* scales, const QuantizedRows& x, int64_t stride_y, float* y) {
+  for (int64_t r = 0; r < x.rows; r += kMaxRows) {
+    switch (std::min(kMaxRows, x.rows - r)) {
+      case 1: multiply_blocks<1, B>(nibbles, scales, x, r, stride_y, y); break;
+      case 2: multiply_blocks<2, B>(nibbles, scales, x, r, stride_y, y); break;
+      case 3: multiply_blocks<3, B>(nibbles, scales, x, r, stride_y, y); break;
+      default: multiply_blocks<4, B>(nibbles, scales, x, r, stride_y, y); break;
     }
   }
 }
@@ -114,7 +89,7 @@ Int4Weights::Int4Weights(const ov::op::v0::Constant& q, const ov::op::v0::Consta
   rows_ = static_cast<int64_t>(shape[0]);
   group_ = static_cast<int64_t>(shape[2]);
   cols_ = static_cast<int64_t>(shape[1]) * group_;
-  if (rows_ % kLanes != 0 || group_ % 16 != 0)  // 16 is a multiple of kLineInputs
+  if (rows_ % kBlockRows != 0 || group_ % 16 != 0)  // 16 is a multiple of kLineInputs
     throw std::invalid_argument("Int4Weights: rows must be a multiple of 16 and the group of 16");
   const std::vector<float> s = scale.cast_vector<float>();
   const int64_t groups = cols_ / group_;
@@ -127,41 +102,45 @@ Int4Weights::Int4Weights(const ov::op::v0::Constant& q, const ov::op::v0::Consta
   };
   nibbles_.resize(static_cast<size_t>(rows_ * cols_ / 2));
   scales_.resize(static_cast<size_t>(rows_ * groups));
-  for (int64_t block = 0; block < rows_ / kLanes; ++block) {
-    uint8_t* out = nibbles_.data() + block * (cols_ / 2) * kLanes;
+  for (int64_t block = 0; block < rows_ / kBlockRows; ++block) {
+    uint8_t* out = nibbles_.data() + block * (cols_ / 2) * kBlockRows;
     for (int64_t line = 0; line < cols_ / kLineInputs; ++line)
-      for (int64_t lane = 0; lane < kLanes; ++lane)
+      for (int64_t lane = 0; lane < kBlockRows; ++lane)
         for (int64_t i = 0; i < 4; ++i) {
-          const int64_t n = block * kLanes + lane, k = line * kLineInputs + i;
+          const int64_t n = block * kBlockRows + lane, k = line * kLineInputs + i;
           out[line * 64 + lane * 4 + i] = static_cast<uint8_t>(nibble(n, k) | (nibble(n, k + 4) << 4));
         }
     for (int64_t g = 0; g < groups; ++g)
-      for (int64_t lane = 0; lane < kLanes; ++lane)
-        scales_[(block * groups + g) * kLanes + lane] = s[(block * kLanes + lane) * groups + g];
+      for (int64_t lane = 0; lane < kBlockRows; ++lane)
+        scales_[(block * groups + g) * kBlockRows + lane] = s[(block * kBlockRows + lane) * groups + g];
+  }
+}
+
+void Int4Weights::multiply_part(const QuantizedRows& x, float* y, int part, int parts) const {
+  const int64_t blocks = rows_ / kBlockRows, pairs = (blocks + 1) / 2;
+  multiply_pairs(x, y, pairs * part / parts, pairs * (part + 1) / parts);
+}
+
+void Int4Weights::multiply_pairs(const QuantizedRows& x, float* y, int64_t begin, int64_t end) const {
+  const int64_t blocks = rows_ / kBlockRows, groups = cols_ / group_, block_bytes = cols_ / 2 * kBlockRows;
+  for (int64_t pair = begin; pair < end; ++pair) {
+    const int64_t block = pair * 2;
+    const uint8_t* nibbles = nibbles_.data() + block * block_bytes;
+    const float* scales = scales_.data() + block * groups * kBlockRows;
+    float* out = y + block * kBlockRows;
+    if (block + 1 < blocks) multiply_rows<2>(nibbles, scales, x, rows_, out);
+    else multiply_rows<1>(nibbles, scales, x, rows_, out);
   }
 }
 
 void Int4Weights::multiply(const float* x, int64_t m, float* y) const {
-  const int64_t groups = cols_ / group_;
-  QuantizedRows q{std::vector<int8_t>(static_cast<size_t>(m * cols_)), std::vector<float>(static_cast<size_t>(m * groups)),
-                  std::vector<int32_t>(static_cast<size_t>(m * groups))};
-  for (int64_t r = 0; r < m; ++r)
-    for (int64_t g = 0; g < groups; ++g)
-      quantize_group(x + r * cols_ + g * group_, group_, q.values.data() + r * cols_ + g * group_,
-                     q.scales[r * groups + g], q.offsets[r * groups + g]);
-  const int64_t blocks = rows_ / kLanes, pairs = (blocks + 1) / 2;
-  const int64_t block_bytes = cols_ / 2 * kLanes;
+  QuantizedRows q;
+  quantize_rows(x, m, cols_, group_, q);
+  const int64_t pairs = (rows_ / kBlockRows + 1) / 2;
   // One range per thread (static): a call is ~20-150 µs, so the partitioner's own tasks
   // and stealing would cost a noticeable share of it.
   tbb::parallel_for(tbb::blocked_range<int64_t>(0, pairs), [&](const tbb::blocked_range<int64_t>& range) {
-    for (int64_t pair = range.begin(); pair < range.end(); ++pair) {
-      const int64_t block = pair * 2;
-      const uint8_t* nibbles = nibbles_.data() + block * block_bytes;
-      const float* scales = scales_.data() + block * groups * kLanes;
-      float* out = y + block * kLanes;
-      if (block + 1 < blocks) multiply_rows<2>(nibbles, scales, cols_, group_, q, m, rows_, out);
-      else multiply_rows<1>(nibbles, scales, cols_, group_, q, m, rows_, out);
-    }
+    multiply_pairs(q, y, range.begin(), range.end());
   }, tbb::static_partitioner());
 }
 
@@ -200,11 +179,6 @@ bool Int4Linear::evaluate(ov::TensorVector& outputs, const ov::TensorVector& inp
   return true;
 }
 
-bool int4_linear_supported() {
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-         __builtin_cpu_supports("avx512vnni");
-}
-
 int use_int4_linear(const std::shared_ptr<ov::Model>& model) {
   using ov::as_type_ptr;
   std::map<const ov::Node*, std::shared_ptr<const Int4Weights>> packed;  // shared weights are packed once
@@ -226,7 +200,7 @@ int use_int4_linear(const std::shared_ptr<ov::Model>& model) {
     }
     if (!q || !scale || q->get_element_type() != ov::element::i4 || q->get_shape().size() != 3) continue;
     const ov::Shape& qs = q->get_shape();
-    if (scale->get_shape() != ov::Shape{qs[0], qs[1], 1} || qs[0] % kLanes != 0 || qs[2] % 16 != 0) continue;
+    if (scale->get_shape() != ov::Shape{qs[0], qs[1], 1} || qs[0] % kBlockRows != 0 || qs[2] % 16 != 0) continue;
     auto& weights = packed[q.get()];
     if (!weights) weights = std::make_shared<const Int4Weights>(*q, *scale);
     auto linear = std::make_shared<Int4Linear>(matmul->input_value(0), weights);

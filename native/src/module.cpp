@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "qwen3tts/int4_linear.hpp"
+#include "qwen3tts/subcode_cpu.hpp"
 #include "qwen3tts/runner.hpp"
 
 namespace py = pybind11;
@@ -67,7 +68,7 @@ std::vector<SamplingParams> sampling_rows(const Array<double>& m) {
 PYBIND11_MODULE(_native, m) {
   m.doc() = "The native executor of wyoming-qwen3tts's engine line (see native/include/qwen3tts/runner.hpp).";
   m.attr("SAMPLING_FIELDS") = py::tuple(py::cast(kSamplingFields));
-  m.def("int4_linear_supported", &int4_linear_supported, "Whether this CPU runs the runner's INT4 kernel.");
+  m.def("int4_linear_supported", &vnni_supported, "Whether this CPU runs the runner's INT4 kernel.");
   m.def(
       "int4_linear",
       [](const Array<uint8_t>& q, const Array<float>& scale, const Array<float>& x) {
@@ -75,7 +76,7 @@ PYBIND11_MODULE(_native, m) {
         if (q.ndim() != 2 || scale.ndim() != 2 || x.ndim() != 2 || scale.shape(0) != q.shape(0) || scale.shape(1) < 1 ||
             (2 * q.shape(1)) % scale.shape(1) != 0 || x.shape(1) != 2 * q.shape(1))
           throw std::invalid_argument("int4_linear: q [N, K/2], scale [N, groups], x [M, K]");
-        if (!int4_linear_supported()) throw std::runtime_error("int4_linear: this CPU has no AVX-512 VNNI");
+        if (!vnni_supported()) throw std::runtime_error("int4_linear: this CPU has no AVX-512 VNNI");
         const size_t n = static_cast<size_t>(q.shape(0)), groups = static_cast<size_t>(scale.shape(1));
         const size_t k = static_cast<size_t>(x.shape(1));
         ov::op::v0::Constant weights(ov::element::i4, ov::Shape{n, groups, k / groups}, q.data());
@@ -92,7 +93,7 @@ PYBIND11_MODULE(_native, m) {
         // The graph as the runner runs it (every INT4 product swapped), f32 and OpenVINO's
         // dynamic quantization off, so that against OpenVINO's exact products of the same
         // weights only the kernel differs.
-        if (!int4_linear_supported()) throw std::runtime_error("infer_with_int4_kernel: this CPU has no AVX-512 VNNI");
+        if (!vnni_supported()) throw std::runtime_error("infer_with_int4_kernel: this CPU has no AVX-512 VNNI");
         ov::Core core;
         const std::shared_ptr<ov::Model> model = core.read_model(xml);
         const int swapped = use_int4_linear(model);
@@ -133,6 +134,34 @@ PYBIND11_MODULE(_native, m) {
       py::arg("xml"), py::arg("inputs"),
       "(products swapped, f32 and i64 outputs) of one inference of an IR with the INT4 kernel in its products (for tests)");
 
+  m.def(
+      "run_subcode_cpu",
+      [](const std::string& xml, int threads, const Array<float>& hidden, const Array<int64_t>& code0,
+         const Array<float>& temperature, const Array<int64_t>& top_k, const Array<float>& top_p,
+         const Array<float>& uniform) {
+        if (!vnni_supported()) throw std::runtime_error("run_subcode_cpu: this CPU has no AVX-512 VNNI");
+        ov::Core core;
+        SubcodeCpu subcode(*core.read_model(xml), threads);
+        const py::ssize_t k = code0.size(), steps = subcode.steps(), width = subcode.talker_hidden();
+        if (hidden.ndim() != 2 || hidden.shape(0) != k || hidden.shape(1) != width || temperature.size() != k ||
+            top_k.size() != k || top_p.size() != k || uniform.size() != k * steps)
+          throw std::invalid_argument("run_subcode_cpu: the subcode graph's inputs for k rows");
+        py::array_t<int64_t> codes({k, steps});
+        py::array_t<float> embedding({k, width});
+        std::vector<float> logits;
+        {
+          py::gil_scoped_release release;
+          subcode.run({k, hidden.data(), code0.data(), temperature.data(), top_k.data(), top_p.data(), uniform.data(),
+                       codes.mutable_data(), embedding.mutable_data()},
+                      &logits);
+        }
+        return std::make_tuple(codes, embedding, to_array(logits, {k, static_cast<py::ssize_t>(subcode.vocab())}));
+      },
+      py::arg("xml"), py::arg("threads"), py::arg("hidden"), py::arg("code0"), py::arg("temperature"),
+      py::arg("top_k"), py::arg("top_p"), py::arg("uniform"),
+      "(codes, frame_embedding, first step's logits) of one call of the runner's own code predictor over a "
+      "subcode IR's weights (for tests)");
+
   py::class_<StepTimes>(m, "StepTimes")
       .def_readonly("talker_s", &StepTimes::talker_s)
       .def_readonly("subcode_s", &StepTimes::subcode_s)
@@ -156,6 +185,8 @@ PYBIND11_MODULE(_native, m) {
       .def_readwrite("steady_chunk", &RunnerConfig::steady_chunk)
       .def_readwrite("offline", &RunnerConfig::offline)
       .def_readwrite("int4_linear", &RunnerConfig::int4_linear)
+      .def_readwrite("subcode_cpu", &RunnerConfig::subcode_cpu)
+      .def_readwrite("subcode_threads", &RunnerConfig::subcode_threads)
       .def_readwrite("eos", &RunnerConfig::eos)
       .def_readwrite("suppress_from", &RunnerConfig::suppress_from)
       .def_readwrite("groups", &RunnerConfig::groups)
@@ -166,6 +197,7 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("block_size", &Runner::block_size)
       .def_property_readonly("kv_block_bytes", &Runner::kv_block_bytes)
       .def_property_readonly("int4_products", &Runner::int4_products)
+      .def_property_readonly("subcode_runtime", &Runner::subcode_runtime)
       .def_property_readonly("hidden", &Runner::hidden)
       .def_property_readonly("times", &Runner::times)
       .def_property_readonly("load_memory", [](const Runner& r) {

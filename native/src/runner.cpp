@@ -83,6 +83,7 @@ void Runner::release_graphs() {
   streams_.clear();
   primed_.clear();
   codec_.reset();  // each graph's request (and its tensors) before its compiled model
+  subcode_cpu_.reset();
   talker_io_ = {};
   subcode_io_ = {};
   talker_req_ = {};
@@ -192,7 +193,7 @@ void Runner::compile_talker() {
 }
 
 void Runner::use_int4_kernel(const std::shared_ptr<ov::Model>& model, const std::string& device) {
-  if (config_.int4_linear && device.rfind("CPU", 0) == 0 && int4_linear_supported())
+  if (config_.int4_linear && device.rfind("CPU", 0) == 0 && vnni_supported())
     int4_products_ += use_int4_linear(model);
 }
 
@@ -208,8 +209,39 @@ void Runner::set_caches(int64_t blocks) {
   }
 }
 
+bool Runner::use_subcode_cpu(const ov::Model& model) {
+  if (!config_.subcode_cpu) return false;
+  if (config_.subcode_device.rfind("CPU", 0) != 0 || !vnni_supported()) {
+    subcode_runtime_ = "openvino (the runner's own subcode needs a CPU with AVX-512 VNNI)";
+    return false;
+  }
+  int64_t threads = config_.subcode_threads;
+  if (threads <= 0)  // the CPU plugin's choice (cores, not hyperthreads) where it runs the talker
+    threads = config_.talker_device.rfind("CPU", 0) == 0 ? talker_.get_property(ov::inference_num_threads)
+                                                          : available_cpus();
+  try {
+    subcode_cpu_ = std::make_unique<SubcodeCpu>(model, static_cast<int>(std::max<int64_t>(1, threads)));
+  } catch (const std::invalid_argument& e) {
+    subcode_runtime_ = std::string("openvino (") + e.what() + ")";
+    return false;
+  }
+  if (subcode_cpu_->talker_hidden() != hidden_ || subcode_cpu_->steps() != config_.groups - 1)
+    throw std::runtime_error("the subcode graph does not fit the talker (hidden width or code groups)");
+  subcode_runtime_ = "subcode_cpu, " + std::to_string(subcode_cpu_->threads()) + " threads";
+  return true;
+}
+
 void Runner::compile_subcode() {
   MappedIr ir(core_, config_.subcode_xml);
+  const size_t steps = static_cast<size_t>(config_.groups - 1);
+  if (use_subcode_cpu(*ir.model())) {  // its weights are copied: the mapped IR goes now
+    const size_t width = static_cast<size_t>(hidden_);
+    subcode_io_ = {ov::Tensor(ov::element::f32, {1, width}), ov::Tensor(ov::element::i64, {1}),
+                   ov::Tensor(ov::element::f32, {1}),        ov::Tensor(ov::element::i64, {1}),
+                   ov::Tensor(ov::element::f32, {1}),        ov::Tensor(ov::element::f32, {1, steps}),
+                   ov::Tensor(ov::element::i64, {1, steps}), ov::Tensor(ov::element::f32, {1, width})};
+    return;
+  }
   use_int4_kernel(ir.model(), config_.subcode_device);
   subcode_ = core_.compile_model(ir.model(), config_.subcode_device, to_any(config_.subcode_properties));
   subcode_req_ = subcode_.create_infer_request();
@@ -217,7 +249,6 @@ void Runner::compile_subcode() {
   subcode_io_ = {io("hidden"), io("code0"), io("temperature"), io("top_k"), io("top_p"), io("uniform"),
                  io("codes"), io("frame_embedding")};
   SubcodeIo& s = subcode_io_;
-  const size_t steps = static_cast<size_t>(config_.groups - 1);
   fill(s.hidden, std::vector<float>(hidden_), {1, static_cast<size_t>(hidden_)});
   fill(s.code0, std::vector<int64_t>{0}, {1});
   fill(s.temperature, std::vector<float>{0.0f}, {1});
@@ -359,7 +390,12 @@ void Runner::run_subcode(const StepPlan& plan, const std::vector<int64_t>& code0
       uniform[i * steps + j] = static_cast<float>(plan.uniforms[r * groups + 1 + j]);
   }
   auto begin = Clock::now();
-  subcode_req_.infer();
+  if (subcode_cpu_) {
+    subcode_cpu_->run({static_cast<int64_t>(k), h, codes, temperature, top_k, top_p, uniform,
+                       reshaped<int64_t>(s.codes, {k, steps}), reshaped<float>(s.embedding, {k, width})});
+  } else {
+    subcode_req_.infer();
+  }
   add_time(&StepTimes::subcode_s, seconds_since(begin));
   const int64_t* sub = s.codes.data<const int64_t>();
   const float* embedding = s.embedding.data<const float>();

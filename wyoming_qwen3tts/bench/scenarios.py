@@ -53,6 +53,7 @@ class EngineSetup:
     steady_chunk: int = 8
     max_batch: int = 8  # the engine's batch and queue limit, the same in every process (the most streams)
     int4_kernel: bool = False  # engine.int4_kernel: the native runner's own INT4 products
+    native_subcode: bool = False  # engine.native_subcode: the native runner's own code predictor
 
 
 @dataclass
@@ -187,7 +188,8 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
     start = time.perf_counter()
     config = EngineConfig(max_batch=setup.max_batch, max_queue=setup.max_batch, min_frames=work.frames,
                           max_frames=work.frames, first_chunk=setup.first_chunk, steady_chunk=setup.steady_chunk,
-                          runner=setup.runner, int4_kernel=setup.int4_kernel)
+                          runner=setup.runner, int4_kernel=setup.int4_kernel,
+                          native_subcode=setup.native_subcode)
     engine = open_engine(model_dir, config, Placement(precision=setup.precision, kv_precision=setup.kv_precision,
                                                       threads=setup.threads))
     model = engine.model

@@ -28,6 +28,7 @@ class EngineConfig:
     steady_chunk: int = 8  # frames per codec call after that (fewer, larger calls)
     runner: str = "native"  # the step loop: native (C++) or python (the reference, for debugging)
     int4_kernel: bool = False  # native runner: INT4 weights multiplied by its own kernel (CPU with AVX-512 VNNI)
+    native_subcode: bool = False  # native runner: the code predictor by its own threads and kernels (same CPU)
 
     def validate(self) -> None:
         """Raises ValueError naming the first bad field."""

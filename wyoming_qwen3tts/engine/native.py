@@ -11,6 +11,7 @@ per-element conversion.
 from __future__ import annotations
 
 import itertools
+import logging
 import operator
 
 import numpy as np
@@ -28,6 +29,9 @@ except ImportError as e:  # a build without the extension (it is built by `pip i
     _IMPORT_ERROR = e
 
 
+log = logging.getLogger(__name__)
+
+
 def _properties(config: dict) -> dict[str, str]:
     return {key: str(value) for key, value in config.items()}
 
@@ -35,9 +39,12 @@ def _properties(config: dict) -> dict[str, str]:
 class NativeRunner:
     """engine/step.py's Runner over the C++ one."""
 
-    def __init__(self, model: LoadedModel, schedule: ChunkSchedule, int4_kernel: bool = False) -> None:
+    def __init__(self, model: LoadedModel, schedule: ChunkSchedule, int4_kernel: bool = False,
+                 native_subcode: bool = False) -> None:
         """int4_kernel: multiply INT4 weights of CPU graphs with the runner's own kernel
-        (native/include/qwen3tts/int4_linear.hpp) where the CPU runs it; else OpenVINO's."""
+        (native/include/qwen3tts/int4_linear.hpp) where the CPU runs it; else OpenVINO's.
+        native_subcode: run the code predictor with the runner's own threads and kernels
+        (native/include/qwen3tts/subcode_cpu.hpp) where the CPU and the conversion allow."""
         if _IMPORT_ERROR is not None:
             raise RuntimeError(f"the native runner is not built ({_IMPORT_ERROR}); reinstall with `pip install .`, "
                                f"or set engine.runner: python")
@@ -55,8 +62,10 @@ class NativeRunner:
         c.num_layers = spec.talker.stack.num_layers
         c.first_chunk, c.steady_chunk, c.offline = schedule.first, schedule.steady, schedule.offline
         c.eos, c.suppress_from, c.groups = spec.codec_ids.eos, suppress_from(spec.talker.vocab_size), GROUPS
-        c.primed_states, c.int4_linear = PRIMED_STATES, int4_kernel
+        c.primed_states, c.int4_linear, c.subcode_cpu = PRIMED_STATES, int4_kernel, native_subcode
         self._runner = _native.Runner(c)
+        if native_subcode:
+            log.info("code predictor: %s", self._runner.subcode_runtime)
         self._sampling = operator.attrgetter(*_native.SAMPLING_FIELDS)  # a row of forward's sampling matrix
         self.model, self.schedule = model, schedule
         self.can_copy_blocks = prefix_cache_supported(model.devices["talker"])

@@ -19,22 +19,24 @@
 #include <openvino/op/constant.hpp>
 #include <openvino/op/op.hpp>
 
+#include "qwen3tts/quantized_matrix.hpp"
+
 namespace qwen3tts {
 
 // Weights [N, K] of `N` outputs, INT4 symmetric with one scale per group of `group` inputs,
 // laid out for the kernel: 16 output rows side by side, 8 inputs per 64-byte line (each byte
 // holds inputs k and k+4 of one row, as unsigned nibbles q+8).
-class Int4Weights {
+class Int4Weights : public QuantizedMatrix {
  public:
   // From nncf's constants: q [N, K/group, group] i4 and scale [N, K/group, 1] (f16 or f32).
   Int4Weights(const ov::op::v0::Constant& q, const ov::op::v0::Constant& scale);
-  int64_t rows() const { return rows_; }
-  int64_t cols() const { return cols_; }
-  // y [m, N] = x [m, K] · Wᵀ, x quantized to int8 per row and group.
+  // y [m, N] = x [m, K] · Wᵀ, x quantized to int8 per row and group, over TBB's threads
+  // (the CPU plugin's: this is a node of its graph).
   void multiply(const float* x, int64_t m, float* y) const;
+  void multiply_part(const QuantizedRows& x, float* y, int part, int parts) const override;
 
  private:
-  int64_t rows_, cols_, group_;
+  void multiply_pairs(const QuantizedRows& x, float* y, int64_t begin, int64_t end) const;  // pairs of blocks
   std::vector<uint8_t> nibbles_;  // [N/16][K/8][64]
   std::vector<float> scales_;     // [N/16][K/group][16]
 };
@@ -53,9 +55,6 @@ class Int4Linear : public ov::op::Op {
  private:
   std::shared_ptr<const Int4Weights> weights_;
 };
-
-// Whether this CPU runs the kernel (AVX-512 with VNNI).
-bool int4_linear_supported();
 
 // Replaces each MatMul x · Wᵀ whose W is nncf's INT4 decompression of a constant by an
 // Int4Linear; returns how many it replaced.

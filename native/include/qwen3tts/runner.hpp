@@ -21,6 +21,7 @@
 #include "qwen3tts/mapped_ir.hpp"
 #include "qwen3tts/resident_memory.hpp"
 #include "qwen3tts/step_plan.hpp"
+#include "qwen3tts/subcode_cpu.hpp"
 
 namespace qwen3tts {
 
@@ -38,6 +39,8 @@ struct RunnerConfig {
   int64_t eos = 0, suppress_from = 0, groups = 16;    // talker ids >= suppress_from are never drawn, but EOS
   int64_t primed_states = 0;                          // decoder states primed with reference codes kept
   bool int4_linear = false;                           // INT4 products of CPU graphs by int4_linear.hpp's kernel
+  bool subcode_cpu = false;     // a CPU subcode by subcode_cpu.hpp, where the CPU and the graph allow
+  int64_t subcode_threads = 0;  // its team (0: as many as the CPU plugin uses for the talker)
 };
 
 // Inference time of each graph, summed since the runner was made.
@@ -65,6 +68,9 @@ class Runner {
   const std::vector<MemoryMark>& load_memory() const { return load_memory_; }
   // Matrix products of the talker and subcode run by int4_linear.hpp's kernel (0: OpenVINO's).
   int64_t int4_products() const { return int4_products_; }
+  // Who runs the code predictor: "subcode_cpu, N threads", or "openvino" (with the reason
+  // when subcode_cpu was asked for and could not be used).
+  const std::string& subcode_runtime() const { return subcode_runtime_; }
 
   // Makes the KV cache num_blocks blocks (allocated, not touched: a block becomes resident
   // when a sequence first writes it). Once, before the first forward().
@@ -90,6 +96,8 @@ class Runner {
   void compile_codec();
   void compile_talker();
   void compile_subcode();
+  // subcode_cpu_ from the graph's weights, if the config asks and the CPU and the graph allow
+  bool use_subcode_cpu(const ov::Model& model);
   // int4_linear.hpp's kernel into a CPU graph, if the config asks and the CPU runs it
   void use_int4_kernel(const std::shared_ptr<ov::Model>& model, const std::string& device);
   void set_caches(int64_t blocks);  // key_cache.N and value_cache.N of `blocks` blocks, set on the talker
@@ -136,6 +144,8 @@ class Runner {
   TalkerIo talker_io_;
   SubcodeIo subcode_io_;
   std::unique_ptr<StreamingCodec> codec_;
+  std::unique_ptr<SubcodeCpu> subcode_cpu_;  // instead of subcode_ (then subcode_io_ are plain host tensors)
+  std::string subcode_runtime_ = "openvino";
   std::vector<ov::Tensor> caches_;  // key_cache.N and value_cache.N: [blocks, ...] each
   int64_t num_blocks_ = 0;          // of the KV cache allocate_kv made (0: not yet)
   int64_t kv_block_bytes_ = 0, block_size_ = 0, hidden_ = 0, vocab_ = 0, int4_products_ = 0;

@@ -1,0 +1,94 @@
+// The code predictor (docs/MODEL.md §4) run by the runner itself on a CPU: the same
+// computation as the subcode graph (wyoming_qwen3tts/convert/subcode.py) — 15 steps of a
+// small transformer over ≤ 16 positions, with sampling — from that graph's own INT4/INT8
+// weights, with the runner's VNNI products (quantized_matrix.hpp) on a ThreadTeam.
+//
+// Why: a frame's subcode call is ~300 dependent matrix products at batch 1 and ~1500 small
+// nodes. In the CPU plugin each product hands its work to the pool's second thread, which
+// has gone to sleep since the last one, and each small node costs a few microseconds of
+// dispatch: ~half the call's time (docs/BENCHMARKS.md). Here the team's threads stay awake
+// for the whole call and the small ops are a few loops over ≤ 16 × 1024 floats.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <openvino/core/model.hpp>
+
+#include "qwen3tts/int4_linear.hpp"
+#include "qwen3tts/quantized_matrix.hpp"
+#include "qwen3tts/thread_team.hpp"
+
+namespace qwen3tts {
+
+// The subcode graph's inputs and outputs for k rows, as plain arrays (convert/subcode.py's
+// INPUTS and OUTPUTS): hidden [k × talker hidden], code0 [k], temperature/top_k/top_p [k],
+// uniform [k × steps] in; codes [k × steps], frame embedding [k × talker hidden] out.
+struct SubcodeBatch {
+  int64_t rows = 0;
+  const float* hidden = nullptr;
+  const int64_t* code0 = nullptr;
+  const float* temperature = nullptr;
+  const int64_t* top_k = nullptr;
+  const float* top_p = nullptr;
+  const float* uniform = nullptr;
+  int64_t* codes = nullptr;
+  float* embedding = nullptr;
+};
+
+class SubcodeCpu {
+ public:
+  // From the subcode graph's weights, found by the names convert/subcode.py gives them, and
+  // its rt_info. Throws std::invalid_argument if the graph has no such names (converted by
+  // an older version) or a weight is not nncf's INT4 group-wise or INT8 per-row pattern
+  // (an fp16/fp32 conversion): the runner then compiles the graph instead.
+  SubcodeCpu(const ov::Model& model, int threads);
+
+  int64_t steps() const { return static_cast<int64_t>(heads_.size()); }
+  int64_t talker_hidden() const { return talker_hidden_; }
+  int64_t vocab() const { return vocab_; }
+  int threads() const { return team_.size(); }
+  // One call of the graph; throws std::invalid_argument for a code0 outside the talker's
+  // codec table. first_logits (tests): the first step's logits [rows × vocab], if given.
+  void run(const SubcodeBatch& batch, std::vector<float>* first_logits = nullptr);
+
+ private:
+  struct Layer {
+    std::vector<float> input_norm, q_norm, k_norm, post_norm;
+    std::unique_ptr<QuantizedMatrix> qkv, o, gate_up, down;
+  };
+  // Activations of one call: rows × positions at most, reused between calls.
+  struct Work {
+    std::vector<float> x, normed, qkv, attention, gate_up, act, out, logits, last, embedded, inputs;
+    std::vector<float> keys, values;  // [layer][row][kv head][position][head dim]
+    std::vector<QuantizedRows> quantized;  // one per team member
+  };
+
+  // x [n × width] → y [n × rows of w], split over the team; ends at a barrier.
+  void product(int rank, const QuantizedMatrix& w, const float* x, int64_t n, float* y);
+  // The step at positions [first, first + count) of every row over work_.x.
+  void layers(int rank, int64_t rows, int64_t first, int64_t count);
+  void attend(const Layer& layer, int64_t layer_index, int64_t rows, int64_t first, int64_t count);
+  // Last position's logits of every row into work_.logits (after the layers).
+  void head(int rank, int64_t rows, int64_t count, int64_t step);
+  // x for the rows' next step: the projection (1.7B) of `inputs` [n × talker hidden], or a copy.
+  void project(int rank, int64_t n);
+  void prepare(int64_t rows);
+  int64_t sample(const float* logits, float temperature, int64_t top_k, float top_p, float uniform) const;
+
+  std::vector<Layer> layers_;
+  std::vector<float> final_norm_, projection_bias_;
+  std::unique_ptr<QuantizedMatrix> projection_;
+  std::vector<std::unique_ptr<QuantizedMatrix>> heads_;
+  std::vector<std::unique_ptr<Int8Weights>> tables_;  // codebooks 1..15, then the talker's codebook 0
+  int64_t talker_hidden_ = 0, hidden_ = 0, heads_count_ = 0, kv_heads_ = 0, head_dim_ = 0, intermediate_ = 0,
+          vocab_ = 0;
+  float eps_ = 0;
+  std::vector<float> cos_, sin_;  // [position][head dim / 2] RoPE at positions 0..steps
+  ThreadTeam team_;
+  Work work_;
+};
+
+}  // namespace qwen3tts
