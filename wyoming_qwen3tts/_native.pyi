@@ -9,6 +9,14 @@ SAMPLING_FIELDS: tuple[str, ...]
 def int4_linear_supported() -> bool: ...
 # x [M, K] · Wᵀ by the INT4 kernel, W from OpenVINO's i4 bytes q [N, K/2] and scales [N, groups] (tests).
 def int4_linear(q: ArrayLike, scale: ArrayLike, x: ArrayLike) -> NDArray[np.float32]: ...
+# (x [M, K] · Wᵀ by the INT8 kernel, row 0 of W dequantized, the activations' group), W from q [N, K] int8
+# and scale [N] (tests).
+def int8_linear(q: ArrayLike, scale: ArrayLike, x: ArrayLike) -> tuple[NDArray[np.float32], NDArray[np.float32], int]: ...
+# (codes [k, 15], frame embedding [k, hidden], first step's logits [k, vocab]) of one call of the runner's own
+# code predictor over a subcode IR's weights, with `threads` members (tests).
+def run_subcode_cpu(xml: str, threads: int, hidden: ArrayLike, code0: ArrayLike, temperature: ArrayLike,
+                    top_k: ArrayLike, top_p: ArrayLike, uniform: ArrayLike
+                    ) -> tuple[NDArray[np.int64], NDArray[np.float32], NDArray[np.float32]]: ...
 
 class StepTimes:
     @property
@@ -39,6 +47,8 @@ class RunnerConfig:
     groups: int
     primed_states: int
     int4_linear: bool
+    subcode_cpu: bool
+    subcode_threads: int
     def __init__(self) -> None: ...
 
 class Runner:
@@ -51,6 +61,8 @@ class Runner:
     def hidden(self) -> int: ...
     @property
     def int4_products(self) -> int: ...
+    @property
+    def subcode_runtime(self) -> str: ...
     @property
     def times(self) -> StepTimes: ...
     @property

@@ -88,6 +88,26 @@ PYBIND11_MODULE(_native, m) {
       },
       "x · Wᵀ by the INT4 kernel (for tests): W from i4 bytes q [N, K/2] and scales [N, groups]");
   m.def(
+      "int8_linear",
+      [](const Array<int8_t>& q, const Array<float>& scale, const Array<float>& x) {
+        if (q.ndim() != 2 || scale.ndim() != 1 || x.ndim() != 2 || scale.shape(0) != q.shape(0) ||
+            x.shape(1) != q.shape(1))
+          throw std::invalid_argument("int8_linear: q [N, K], scale [N], x [M, K]");
+        if (!vnni_supported()) throw std::runtime_error("int8_linear: this CPU has no AVX-512 VNNI");
+        const size_t n = static_cast<size_t>(q.shape(0)), k = static_cast<size_t>(q.shape(1));
+        const Int8Weights packed(ov::op::v0::Constant(ov::element::i8, ov::Shape{n, k}, q.data()),
+                                 ov::op::v0::Constant(ov::element::f32, ov::Shape{n, 1}, scale.data()));
+        QuantizedRows rows;
+        quantize_rows(x.data(), x.shape(0), packed.cols(), packed.group(), rows);
+        py::array_t<float> y({x.shape(0), q.shape(0)});
+        packed.multiply_part(rows, y.mutable_data(), 0, 1);
+        std::vector<float> first(k);
+        packed.row(0, first.data());  // the table lookup, checked against the same weights
+        return std::make_tuple(y, to_array(first, {static_cast<py::ssize_t>(k)}), packed.group());
+      },
+      "(x · Wᵀ by the INT8 kernel, row 0 of W dequantized, the activations' group) for tests: W from q [N, K] "
+      "int8 and one scale per row");
+  m.def(
       "infer_with_int4_kernel",
       [](const std::string& xml, const std::map<std::string, py::array>& inputs) {
         // The graph as the runner runs it (every INT4 product swapped), f32 and OpenVINO's

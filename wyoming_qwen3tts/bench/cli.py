@@ -18,7 +18,7 @@ from typing import Any
 
 from ..convert.ops import WEIGHT_FORMATS
 from ..convert.pipeline import convert
-from ..engine.config import RUNNERS
+from ..engine.config import RUNNERS, SUBCODE_RUNTIMES
 from ..engine.devices import PRECISION_SETTINGS
 from ..model.synthetic.presets import PRESETS
 from ..model.synthetic.writer import write_checkpoint
@@ -88,9 +88,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runner", choices=RUNNERS, default="native", help="our step loop")
     parser.add_argument("--int4-kernel", choices=("on", "off"), default="off",
                         help="INT4 weights by the native runner's own kernel (engine.int4_kernel) or OpenVINO's")
-    parser.add_argument("--native-subcode", choices=("on", "off"), default="off",
-                        help="the code predictor by the native runner's own threads and kernels "
-                             "(engine.native_subcode) or OpenVINO's subcode graph")
+    parser.add_argument("--subcode-runtime", choices=SUBCODE_RUNTIMES, default="auto",
+                        help="the code predictor by the native runner's own threads and kernels, OpenVINO's "
+                             "subcode graph, or auto: native unless --precision f32 (engine.subcode_runtime)")
     parser.add_argument("--precision", choices=PRECISION_SETTINGS, default="f32",
                         help="our compute precision (auto: per graph and device)")
     parser.add_argument("--bandwidth-mb", type=int, default=1024, help="buffer read to measure bandwidth")
@@ -155,7 +155,7 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> Report:
     work = Workload(args.text, args.speaker, args.language, args.frames, args.runs)
     setup = EngineSetup(runner=args.runner, precision=args.precision, threads=args.threads,
                         max_batch=max(args.streams), int4_kernel=args.int4_kernel == "on",
-                        native_subcode=args.native_subcode == "on")
+                        subcode_runtime=args.subcode_runtime)
     bandwidth = read_bandwidth(args.bandwidth_mb)
     log.info("read bandwidth: %s GB/s", ", ".join(f"{n} thread(s) {s.text()}" for n, s in bandwidth.gb_per_s.items()))
     ours = merged([run_isolated(bench_ours, converted, work, group, setup) for group in process_groups(args.streams)])

@@ -8,6 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 RUNNERS = ("native", "python")
+SUBCODE_RUNTIMES = ("auto", "native", "openvino")
 
 
 @dataclass(frozen=True)
@@ -28,7 +29,9 @@ class EngineConfig:
     steady_chunk: int = 8  # frames per codec call after that (fewer, larger calls)
     runner: str = "native"  # the step loop: native (C++) or python (the reference, for debugging)
     int4_kernel: bool = False  # native runner: INT4 weights multiplied by its own kernel (CPU with AVX-512 VNNI)
-    native_subcode: bool = False  # native runner: the code predictor by its own threads and kernels (same CPU)
+    # native runner: who runs the code predictor on a CPU — its own threads and kernels (native),
+    # OpenVINO's subcode graph, or auto: native unless the precision is f32 (OpenVINO's numbers)
+    subcode_runtime: str = "auto"
 
     def validate(self) -> None:
         """Raises ValueError naming the first bad field."""
@@ -43,8 +46,18 @@ class EngineConfig:
             raise ValueError("engine.frames_per_token must be > 0 and engine.min_frames >= 0")
         if self.runner not in RUNNERS:
             raise ValueError(f"engine.runner: {self.runner!r} is not one of {', '.join(RUNNERS)}")
+        if self.subcode_runtime not in SUBCODE_RUNTIMES:
+            raise ValueError(f"engine.subcode_runtime: {self.subcode_runtime!r} is not one of "
+                             f"{', '.join(SUBCODE_RUNTIMES)}")
         if self.request_timeout < 0:
             raise ValueError(f"engine.request_timeout must be >= 0, got {self.request_timeout!r}")
+
+    def native_subcode(self, precision: str) -> bool:
+        """Whether the native runner should run the code predictor itself, for a model loaded
+        with this precision setting (it still falls back to OpenVINO's graph where the CPU or
+        the conversion do not allow it)."""
+        return self.runner == "native" and (self.subcode_runtime == "native" or
+                                            (self.subcode_runtime == "auto" and precision != "f32"))
 
     def frame_cap(self, text_tokens: int) -> int:
         """Most frames a request with this many text tokens may generate (runaway guard)."""

@@ -84,6 +84,12 @@ class NativeRunner:
         return self._runner.int4_products
 
     @property
+    def subcode_runtime(self) -> str:
+        """Who runs the code predictor: "subcode_cpu, N threads" (the runner's own) or
+        "openvino", with the reason when the runner's own was asked for and not possible."""
+        return self._runner.subcode_runtime
+
+    @property
     def load_memory(self) -> list[tuple[str, int, int]]:
         """(stage, anonymous kB, file kB) resident before loading and after each graph."""
         return list(self._runner.load_memory)
