@@ -7,7 +7,11 @@
 #include <numeric>
 #include <stdexcept>
 
+#include <immintrin.h>
+
 #include <openvino/op/constant.hpp>
+
+#include "qwen3tts/vnni.hpp"
 
 namespace qwen3tts {
 
@@ -86,12 +90,22 @@ void require(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument("subcode graph: " + what);
 }
 
+// Σ a·b over n values, 16 lanes at a time (n is a multiple of 16: every width of the model is).
+QWEN3TTS_VNNI float dot(const float* a, const float* b, int64_t n) {
+  __m512 sum = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) sum = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), sum);
+  return _mm512_reduce_add_ps(sum);
+}
+
 // weight · x / sqrt(mean(x²) + eps) over n values (ops.rms_norm).
-void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out) {
-  float squares = 0.0f;
-  for (int64_t i = 0; i < n; ++i) squares += x[i] * x[i];
-  const float inverse = 1.0f / std::sqrt(squares / static_cast<float>(n) + eps);
+QWEN3TTS_VNNI void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out) {
+  const float inverse = 1.0f / std::sqrt(dot(x, x, n) / static_cast<float>(n) + eps);
   for (int64_t i = 0; i < n; ++i) out[i] = weight[i] * (x[i] * inverse);
+}
+
+// y += x over n values.
+QWEN3TTS_VNNI void add(const float* x, int64_t n, float* y) {
+  for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
 }  // namespace
@@ -105,10 +119,11 @@ SubcodeCpu::SubcodeCpu(const ov::Model& model, int threads) : team_(threads) {
   head_dim_ = rt_info<int64_t>(model, "head_dim");
   eps_ = static_cast<float>(rt_info<double>(model, "rms_norm_eps"));
   const double theta = rt_info<double>(model, "rope_theta");
-  require(layers > 0 && heads_count_ > 0 && kv_heads_ > 0 && heads_count_ % kv_heads_ == 0 && head_dim_ % 2 == 0,
+  require(layers > 0 && heads_count_ > 0 && kv_heads_ > 0 && heads_count_ % kv_heads_ == 0,
           "bad layer stack in rt_info");
   final_norm_ = w.vector("norm");
   hidden_ = static_cast<int64_t>(final_norm_.size());
+  require(head_dim_ % 16 == 0 && hidden_ % 16 == 0, "widths must be multiples of 16 (the vector loops')");
   for (int64_t i = 0; i < layers; ++i) {
     const std::string p = "layer" + std::to_string(i) + ".";
     Layer l{w.vector(p + "input_norm"), w.vector(p + "q_norm"), w.vector(p + "k_norm"), w.vector(p + "post_norm"),
@@ -195,10 +210,16 @@ void SubcodeCpu::project(int rank, int64_t n) {
   team_.barrier();
 }
 
-void SubcodeCpu::attend(const Layer& layer, int64_t index, int64_t rows, int64_t first, int64_t count) {
+std::pair<int64_t, int64_t> SubcodeCpu::share(int64_t items, int rank) const {
+  return {items * rank / team_.size(), items * (rank + 1) / team_.size()};
+}
+
+QWEN3TTS_VNNI void SubcodeCpu::attend(int rank, const Layer& layer, int64_t index, int64_t rows, int64_t first,
+                                      int64_t count) {
   Work& w = work_;
   const int64_t d = head_dim_, half = d / 2, positions = steps() + 1, width = (heads_count_ + 2 * kv_heads_) * d;
   const int64_t group = heads_count_ / kv_heads_;
+  const auto [kv_begin, kv_end] = share(kv_heads_, rank);  // a member's kv heads, with their query heads
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   std::vector<float> normed(d), q(d), scores(positions);
   auto rotate = [&](const float* in, int64_t position, float factor, float* out) {  // x·cos + rotate_half(x)·sin
@@ -214,7 +235,7 @@ void SubcodeCpu::attend(const Layer& layer, int64_t index, int64_t rows, int64_t
     float* values = w.values.data() + (index * rows + r) * kv_heads_ * positions * d;
     for (int64_t i = 0; i < count; ++i) {  // this step's keys and values into the cache
       const float* row = w.qkv.data() + (r * count + i) * width;
-      for (int64_t j = 0; j < kv_heads_; ++j) {
+      for (int64_t j = kv_begin; j < kv_end; ++j) {
         rms_norm(row + (heads_count_ + j) * d, layer.k_norm.data(), d, eps_, normed.data());
         rotate(normed.data(), first + i, 1.0f, keys + (j * positions + first + i) * d);
         std::copy_n(row + (heads_count_ + kv_heads_ + j) * d, d, values + (j * positions + first + i) * d);
@@ -224,22 +245,24 @@ void SubcodeCpu::attend(const Layer& layer, int64_t index, int64_t rows, int64_t
       const int64_t position = first + i, seen = position + 1;
       const float* row = w.qkv.data() + (r * count + i) * width;
       float* out = w.attention.data() + (r * count + i) * heads_count_ * d;
-      for (int64_t h = 0; h < heads_count_; ++h) {
+      for (int64_t h = kv_begin * group; h < kv_end * group; ++h) {
         rms_norm(row + h * d, layer.q_norm.data(), d, eps_, normed.data());
         rotate(normed.data(), position, scale, q.data());
         const float* k = keys + (h / group) * positions * d;
         const float* v = values + (h / group) * positions * d;
         float max = -std::numeric_limits<float>::infinity();
         for (int64_t t = 0; t < seen; ++t) {
-          scores[t] = std::inner_product(q.begin(), q.end(), k + t * d, 0.0f);
+          scores[t] = dot(q.data(), k + t * d, d);
           max = std::max(max, scores[t]);
         }
         float total = 0.0f;
         for (int64_t t = 0; t < seen; ++t) total += scores[t] = std::exp(scores[t] - max);
         float* o = out + h * d;
         std::fill_n(o, d, 0.0f);
-        for (int64_t t = 0; t < seen; ++t)
-          for (int64_t j = 0; j < d; ++j) o[j] += scores[t] / total * v[t * d + j];
+        for (int64_t t = 0; t < seen; ++t) {
+          const float p = scores[t] / total;
+          for (int64_t j = 0; j < d; ++j) o[j] += p * v[t * d + j];
+        }
       }
     }
   }
@@ -248,35 +271,33 @@ void SubcodeCpu::attend(const Layer& layer, int64_t index, int64_t rows, int64_t
 void SubcodeCpu::layers(int rank, int64_t rows, int64_t first, int64_t count) {
   Work& w = work_;
   const int64_t n = rows * count;
+  const auto [row_begin, row_end] = share(n, rank);
+  const auto [act_begin, act_end] = share(n * intermediate_, rank);
+  const auto [x_begin, x_end] = share(n * hidden_, rank);
+  auto norm_rows = [&](const std::vector<float>& weight) {
+    for (int64_t r = row_begin; r < row_end; ++r)
+      rms_norm(w.x.data() + r * hidden_, weight.data(), hidden_, eps_, w.normed.data() + r * hidden_);
+  };
   for (size_t index = 0; index < layers_.size(); ++index) {
     const Layer& l = layers_[index];
-    if (rank == 0)
-      for (int64_t r = 0; r < n; ++r)
-        rms_norm(w.x.data() + r * hidden_, l.input_norm.data(), hidden_, eps_, w.normed.data() + r * hidden_);
+    norm_rows(l.input_norm);
     team_.barrier();
     product(rank, *l.qkv, w.normed.data(), n, w.qkv.data());
-    if (rank == 0) attend(l, static_cast<int64_t>(index), rows, first, count);
+    attend(rank, l, static_cast<int64_t>(index), rows, first, count);
     team_.barrier();
     product(rank, *l.o, w.attention.data(), n, w.out.data());
-    if (rank == 0)
-      for (int64_t r = 0; r < n; ++r) {
-        float* x = w.x.data() + r * hidden_;
-        for (int64_t i = 0; i < hidden_; ++i) x[i] += w.out[r * hidden_ + i];
-        rms_norm(x, l.post_norm.data(), hidden_, eps_, w.normed.data() + r * hidden_);
-      }
+    add(w.out.data() + row_begin * hidden_, (row_end - row_begin) * hidden_, w.x.data() + row_begin * hidden_);
+    norm_rows(l.post_norm);
     team_.barrier();
     product(rank, *l.gate_up, w.normed.data(), n, w.gate_up.data());
-    if (rank == 0)
-      for (int64_t r = 0; r < n; ++r) {
-        const float* gate = w.gate_up.data() + r * 2 * intermediate_;
-        const float* up = gate + intermediate_;
-        for (int64_t i = 0; i < intermediate_; ++i)
-          w.act[r * intermediate_ + i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];  // silu(gate)·up
-      }
+    for (int64_t i = act_begin; i < act_end; ++i) {  // silu(gate)·up
+      const int64_t r = i / intermediate_, j = i % intermediate_;
+      const float gate = w.gate_up[r * 2 * intermediate_ + j], up = w.gate_up[r * 2 * intermediate_ + intermediate_ + j];
+      w.act[i] = gate / (1.0f + std::exp(-gate)) * up;
+    }
     team_.barrier();
     product(rank, *l.down, w.act.data(), n, w.out.data());
-    if (rank == 0)
-      for (int64_t i = 0; i < n * hidden_; ++i) w.x[i] += w.out[i];
+    add(w.out.data() + x_begin, x_end - x_begin, w.x.data() + x_begin);
     team_.barrier();
   }
 }
