@@ -210,16 +210,11 @@ void SubcodeCpu::project(int rank, int64_t n) {
   team_.barrier();
 }
 
-std::pair<int64_t, int64_t> SubcodeCpu::share(int64_t items, int rank) const {
-  return {items * rank / team_.size(), items * (rank + 1) / team_.size()};
-}
-
-QWEN3TTS_VNNI void SubcodeCpu::attend(int rank, const Layer& layer, int64_t index, int64_t rows, int64_t first,
+QWEN3TTS_VNNI void SubcodeCpu::attend(const Layer& layer, int64_t index, int64_t rows, int64_t first,
                                       int64_t count) {
   Work& w = work_;
   const int64_t d = head_dim_, half = d / 2, positions = steps() + 1, width = (heads_count_ + 2 * kv_heads_) * d;
   const int64_t group = heads_count_ / kv_heads_;
-  const auto [kv_begin, kv_end] = share(kv_heads_, rank);  // a member's kv heads, with their query heads
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
   std::vector<float> normed(d), q(d), scores(positions);
   auto rotate = [&](const float* in, int64_t position, float factor, float* out) {  // x·cos + rotate_half(x)·sin
@@ -235,7 +230,7 @@ QWEN3TTS_VNNI void SubcodeCpu::attend(int rank, const Layer& layer, int64_t inde
     float* values = w.values.data() + (index * rows + r) * kv_heads_ * positions * d;
     for (int64_t i = 0; i < count; ++i) {  // this step's keys and values into the cache
       const float* row = w.qkv.data() + (r * count + i) * width;
-      for (int64_t j = kv_begin; j < kv_end; ++j) {
+      for (int64_t j = 0; j < kv_heads_; ++j) {
         rms_norm(row + (heads_count_ + j) * d, layer.k_norm.data(), d, eps_, normed.data());
         rotate(normed.data(), first + i, 1.0f, keys + (j * positions + first + i) * d);
         std::copy_n(row + (heads_count_ + kv_heads_ + j) * d, d, values + (j * positions + first + i) * d);
@@ -245,7 +240,7 @@ QWEN3TTS_VNNI void SubcodeCpu::attend(int rank, const Layer& layer, int64_t inde
       const int64_t position = first + i, seen = position + 1;
       const float* row = w.qkv.data() + (r * count + i) * width;
       float* out = w.attention.data() + (r * count + i) * heads_count_ * d;
-      for (int64_t h = kv_begin * group; h < kv_end * group; ++h) {
+      for (int64_t h = 0; h < heads_count_; ++h) {
         rms_norm(row + h * d, layer.q_norm.data(), d, eps_, normed.data());
         rotate(normed.data(), position, scale, q.data());
         const float* k = keys + (h / group) * positions * d;
@@ -268,36 +263,39 @@ QWEN3TTS_VNNI void SubcodeCpu::attend(int rank, const Layer& layer, int64_t inde
   }
 }
 
+// The small ops between products are member 0's alone: a few µs each, less than sharing them
+// costs (measured: splitting them over the team made INT8 frames ~10 ms slower).
 void SubcodeCpu::layers(int rank, int64_t rows, int64_t first, int64_t count) {
   Work& w = work_;
   const int64_t n = rows * count;
-  const auto [row_begin, row_end] = share(n, rank);
-  const auto [act_begin, act_end] = share(n * intermediate_, rank);
-  const auto [x_begin, x_end] = share(n * hidden_, rank);
   auto norm_rows = [&](const std::vector<float>& weight) {
-    for (int64_t r = row_begin; r < row_end; ++r)
+    for (int64_t r = 0; r < n; ++r)
       rms_norm(w.x.data() + r * hidden_, weight.data(), hidden_, eps_, w.normed.data() + r * hidden_);
   };
   for (size_t index = 0; index < layers_.size(); ++index) {
     const Layer& l = layers_[index];
-    norm_rows(l.input_norm);
+    if (rank == 0) norm_rows(l.input_norm);
     team_.barrier();
     product(rank, *l.qkv, w.normed.data(), n, w.qkv.data());
-    attend(rank, l, static_cast<int64_t>(index), rows, first, count);
+    if (rank == 0) attend(l, static_cast<int64_t>(index), rows, first, count);
     team_.barrier();
     product(rank, *l.o, w.attention.data(), n, w.out.data());
-    add(w.out.data() + row_begin * hidden_, (row_end - row_begin) * hidden_, w.x.data() + row_begin * hidden_);
-    norm_rows(l.post_norm);
-    team_.barrier();
-    product(rank, *l.gate_up, w.normed.data(), n, w.gate_up.data());
-    for (int64_t i = act_begin; i < act_end; ++i) {  // silu(gate)·up
-      const int64_t r = i / intermediate_, j = i % intermediate_;
-      const float gate = w.gate_up[r * 2 * intermediate_ + j], up = w.gate_up[r * 2 * intermediate_ + intermediate_ + j];
-      w.act[i] = gate / (1.0f + std::exp(-gate)) * up;
+    if (rank == 0) {
+      add(w.out.data(), n * hidden_, w.x.data());
+      norm_rows(l.post_norm);
     }
     team_.barrier();
+    product(rank, *l.gate_up, w.normed.data(), n, w.gate_up.data());
+    if (rank == 0)
+      for (int64_t r = 0; r < n; ++r) {
+        const float* gate = w.gate_up.data() + r * 2 * intermediate_;
+        const float* up = gate + intermediate_;
+        for (int64_t i = 0; i < intermediate_; ++i)
+          w.act[r * intermediate_ + i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];  // silu(gate)·up
+      }
+    team_.barrier();
     product(rank, *l.down, w.act.data(), n, w.out.data());
-    add(w.out.data() + x_begin, x_end - x_begin, w.x.data() + x_begin);
+    if (rank == 0) add(w.out.data(), n * hidden_, w.x.data());
     team_.barrier();
   }
 }

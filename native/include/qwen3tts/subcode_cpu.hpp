@@ -13,7 +13,6 @@
 #include <cstdint>
 #include <memory>
 #include <string>
-#include <utility>
 #include <vector>
 
 #include <openvino/core/model.hpp>
@@ -71,10 +70,7 @@ class SubcodeCpu {
   void product(int rank, const QuantizedMatrix& w, const float* x, int64_t n, float* y);
   // The step at positions [first, first + count) of every row over work_.x.
   void layers(int rank, int64_t rows, int64_t first, int64_t count);
-  // Attention of member `rank`'s share of the kv heads (their query heads), every row.
-  void attend(int rank, const Layer& layer, int64_t layer_index, int64_t rows, int64_t first, int64_t count);
-  // [begin, end) of member `rank`'s share of `items` (the team's members take equal runs).
-  std::pair<int64_t, int64_t> share(int64_t items, int rank) const;
+  void attend(const Layer& layer, int64_t layer_index, int64_t rows, int64_t first, int64_t count);
   // Last position's logits of every row into work_.logits (after the layers).
   void head(int rank, int64_t rows, int64_t count, int64_t step);
   // x for the rows' next step: the projection (1.7B) of `inputs` [n × talker hidden], or a copy.
