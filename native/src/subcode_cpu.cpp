@@ -183,7 +183,6 @@ void SubcodeCpu::prepare(int64_t rows) {
   w.act.resize(n * intermediate_);
   w.last.resize(rows * hidden_);
   w.logits.resize(rows * vocab_);
-  w.embedded.resize(talker_hidden_);
   const size_t cache = layers_.size() * rows * kv_heads_ * (steps() + 1) * head_dim_;
   w.keys.resize(cache);
   w.values.resize(cache);

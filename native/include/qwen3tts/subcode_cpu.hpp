@@ -61,7 +61,7 @@ class SubcodeCpu {
   };
   // Activations of one call: rows × positions at most, reused between calls.
   struct Work {
-    std::vector<float> x, normed, qkv, attention, gate_up, act, out, logits, last, embedded, inputs;
+    std::vector<float> x, normed, qkv, attention, gate_up, act, out, logits, last, inputs;
     std::vector<float> keys, values;  // [layer][row][kv head][position][head dim]
     std::vector<QuantizedRows> quantized;  // one per team member
   };
