@@ -1,6 +1,7 @@
 """Device placement, per-device compile properties, and the first start's conversion."""
 from __future__ import annotations
 
+import json
 import logging
 
 import openvino as ov
@@ -19,6 +20,7 @@ from wyoming_qwen3tts.engine.devices import (
 )
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.runner import ChunkSchedule
+from wyoming_qwen3tts.model.manifest import FORMAT_VERSION, MANIFEST, read_converted
 from wyoming_qwen3tts.server import models
 from wyoming_qwen3tts.server.models import ModelSourceError, conversion_dir, prepare_model
 
@@ -265,6 +267,12 @@ def test_a_second_start_converts_nothing_and_a_broken_conversion_is_redone(check
     talker_bin.write_bytes(talker_bin.read_bytes()[:1000])  # half-written
     assert prepare_model(src, tmp_path, "fp32") == first and len(calls) == 2
     assert talker_bin.stat().st_size > 1000
+    manifest = json.loads((first / MANIFEST).read_text())
+    (first / MANIFEST).write_text(json.dumps({**manifest, "format_version": 1}))  # an older, still readable format
+    assert read_converted(first)[0]["format_version"] == 1
+    assert prepare_model(str(first), tmp_path, "fp32") == first and len(calls) == 2  # a user's own dir: as is
+    assert prepare_model(src, tmp_path, "fp32") == first and len(calls) == 3  # a managed one: converted again
+    assert json.loads((first / MANIFEST).read_text())["format_version"] == FORMAT_VERSION
     assert conversion_dir(src, tmp_path, "int8") != first  # options are part of the key
 
 

@@ -17,6 +17,7 @@ from dataclasses import replace
 import numpy as np
 import openvino as ov
 import pytest
+from test_int4_kernel import openvino_exact
 
 from wyoming_qwen3tts import _native
 from wyoming_qwen3tts.engine.config import EngineConfig
@@ -24,8 +25,6 @@ from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler
 from wyoming_qwen3tts.model.prompt import VoiceRequest
-
-from test_int4_kernel import openvino_exact
 
 INPUTS = ("hidden", "code0", "temperature", "top_k", "top_p", "uniform")
 

@@ -24,7 +24,11 @@ from .spec import ConfigError, ModelSpec, parse_model_config
 
 MANIFEST = "manifest.json"
 FORMAT = "wyoming-qwen3tts-ir"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)  # older readable formats load with what they have
+# What each format version added (a managed conversion of an older one is converted again for it).
+FORMAT_CHANGES = {2: "the subcode graph names its weights, so the native runner can run the code predictor itself "
+                     "(older: OpenVINO's subcode graph, slower)"}
 CLONE_GRAPHS = ("speaker_encoder", "codec_encoder")  # a Base model's encoders of reference audio
 PRIMING_GRAPH = "codec_steady_1"  # a Base model's decoder hears reference codes of any length
 
@@ -133,9 +137,10 @@ def read_converted(out: str | Path, graphs: Iterable[str] = ()) -> tuple[dict[st
     m = _json(out / MANIFEST, out)
     if not isinstance(m, dict) or m.get("format") != FORMAT:
         raise _fail(out, f"{MANIFEST} is not a {FORMAT} manifest")
-    if m.get("format_version") != FORMAT_VERSION:
+    if m.get("format_version") not in READABLE_VERSIONS:
         raise _fail(out, f"{MANIFEST} has format version {m.get('format_version')!r}, "
-                         f"this version of wyoming-qwen3tts ({__version__}) reads version {FORMAT_VERSION}")
+                         f"this version of wyoming-qwen3tts ({__version__}) reads versions "
+                         f"{', '.join(map(str, READABLE_VERSIONS))}")
     entries = m.get("graphs")
     if not isinstance(entries, dict) or not entries:
         raise _fail(out, f"{MANIFEST} lists no graphs")

@@ -10,7 +10,7 @@ import logging
 import re
 from pathlib import Path
 
-from ..model.manifest import MANIFEST, ConvertedModelError, read_converted
+from ..model.manifest import FORMAT_CHANGES, FORMAT_VERSION, MANIFEST, ConvertedModelError, read_converted
 
 log = logging.getLogger(__name__)
 
@@ -40,9 +40,13 @@ def prepare_model(source: str, data_dir: Path, weights: str = "int8") -> Path:
         return path  # already converted: qwen3tts-convert output
     out = conversion_dir(source, data_dir, weights)
     try:
-        read_converted(out)
-        log.info("using the conversion of %s in %s", source, out)
-        return out
+        manifest, _ = read_converted(out)
+        if manifest["format_version"] == FORMAT_VERSION:
+            log.info("using the conversion of %s in %s", source, out)
+            return out
+        added = "; ".join(FORMAT_CHANGES[v] for v in range(manifest["format_version"] + 1, FORMAT_VERSION + 1))
+        log.warning("%s is an older conversion (format %s, now %s: %s); converting again", out,
+                    manifest["format_version"], FORMAT_VERSION, added)
     except ConvertedModelError as e:
         if out.exists():
             log.warning("%s; converting again", e)
