@@ -22,6 +22,7 @@ from wyoming_qwen3tts.bench.report import summary
 from wyoming_qwen3tts.bench.scenarios import EngineSetup, LevelResult, OursResult, Workload, merged, process_groups
 from wyoming_qwen3tts.bench.stats import Spread
 from wyoming_qwen3tts.engine.devices import GRAPHS, PRECISIONS
+from wyoming_qwen3tts.model.manifest import FORMAT_VERSION
 
 FRAMES = 10
 STREAMS = [1, 2, 4]
@@ -47,6 +48,9 @@ def test_prepare_makes_the_models_once(work_dir, weights):
     assert prepare(args) == (checkpoint, converted)
     assert (converted / "manifest.json").stat().st_mtime_ns == stamp  # reused, not converted again
     assert not list(work_dir.glob("*.partial-*"))
+    (converted / "manifest.json").write_text(json.dumps({**manifest, "format_version": 1}))
+    assert prepare(args) == (checkpoint, converted)  # an older format in the work dir: converted again
+    assert json.loads((converted / "manifest.json").read_text())["format_version"] == FORMAT_VERSION
     other = "int4" if weights == "int8" else "int8"
     with pytest.raises(SystemExit, match=f"holds {weights} weights, not the {other}"):
         prepare(parse_args(["--preset", "tiny", "--work-dir", str(work_dir), "--weights", other,

@@ -20,6 +20,7 @@ from ..convert.ops import WEIGHT_FORMATS
 from ..convert.pipeline import convert
 from ..engine.config import RUNNERS, SUBCODE_RUNTIMES
 from ..engine.devices import PRECISION_SETTINGS
+from ..model.manifest import FORMAT_VERSION
 from ..model.synthetic.presets import PRESETS
 from ..model.synthetic.writer import write_checkpoint
 from . import vox_peer
@@ -121,11 +122,15 @@ def prepare(args: argparse.Namespace) -> tuple[Path, Path]:
         log.info("writing the synthetic %s checkpoint to %s", args.preset, checkpoint)
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
         run_isolated(_write_checkpoint, checkpoint, args.preset)
-    if not (converted / "manifest.json").is_file():
+    manifest = converted / "manifest.json"
+    older = (not args.converted and manifest.is_file() and
+             json.loads(manifest.read_text(encoding="utf-8")).get("format_version") != FORMAT_VERSION)
+    if not manifest.is_file() or older:  # the work dir's own conversion is made again in an older format
         if args.converted:
             raise SystemExit(f"{converted} is not a converted model directory")
-        log.info("converting %s to %s in %s", checkpoint, args.weights.upper(), converted)
-        run_isolated(convert, checkpoint, converted, weights=args.weights)
+        log.info("converting %s to %s in %s%s", checkpoint, args.weights.upper(), converted,
+                 " (it holds an older format)" if older else "")
+        run_isolated(convert, checkpoint, converted, weights=args.weights, force=older)
     weights = json.loads((converted / "manifest.json").read_text(encoding="utf-8"))["options"]["weights"]
     if weights != args.weights:
         raise SystemExit(f"{converted} holds {weights} weights, not the {args.weights} of --weights")
