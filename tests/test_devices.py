@@ -273,6 +273,15 @@ def test_a_second_start_converts_nothing_and_a_broken_conversion_is_redone(check
     assert prepare_model(str(first), tmp_path, "fp32") == first and len(calls) == 2  # a user's own dir: as is
     assert prepare_model(src, tmp_path, "fp32") == first and len(calls) == 3  # a managed one: converted again
     assert json.loads((first / MANIFEST).read_text())["format_version"] == FORMAT_VERSION
+    (first / MANIFEST).write_text(json.dumps({**manifest, "format_version": 1}))
+
+    def failing(*args, **kwargs):
+        calls.append(args)
+        raise pipeline.ConvertError("no network")
+
+    monkeypatch.setattr(pipeline, "convert", failing)  # converting again fails: the older one still serves
+    assert prepare_model(src, tmp_path, "fp32") == first and len(calls) == 4
+    assert read_converted(first)[0]["format_version"] == 1
     assert conversion_dir(src, tmp_path, "int8") != first  # options are part of the key
 
 

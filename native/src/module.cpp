@@ -86,6 +86,7 @@ PYBIND11_MODULE(_native, m) {
         packed.multiply(x.data(), x.shape(0), y.mutable_data());
         return y;
       },
+      py::arg("q"), py::arg("scale"), py::arg("x"),
       "x · Wᵀ by the INT4 kernel (for tests): W from i4 bytes q [N, K/2] and scales [N, groups]");
   m.def(
       "int8_linear",
@@ -105,6 +106,7 @@ PYBIND11_MODULE(_native, m) {
         packed.row(0, first.data());  // the table lookup, checked against the same weights
         return std::make_tuple(y, to_array(first, {static_cast<py::ssize_t>(k)}), packed.group());
       },
+      py::arg("q"), py::arg("scale"), py::arg("x"),
       "(x · Wᵀ by the INT8 kernel, row 0 of W dequantized, the activations' group) for tests: W from q [N, K] "
       "int8 and one scale per row");
   m.def(

@@ -92,8 +92,8 @@ Int8Weights::Int8Weights(const ov::op::v0::Constant& q, const ov::op::v0::Consta
   rows_ = static_cast<int64_t>(shape[0]);
   cols_ = static_cast<int64_t>(shape[1]);
   group_ = cols_ % 128 == 0 ? 128 : cols_;
-  if (rows_ % kBlockRows != 0 || cols_ % 16 != 0)
-    throw std::invalid_argument("Int8Weights: rows and inputs must be multiples of 16");
+  if (rows_ < 1 || cols_ < 1 || rows_ % kBlockRows != 0 || cols_ % 16 != 0)
+    throw std::invalid_argument("Int8Weights: rows and inputs must be positive multiples of 16");
   scales_ = scale.cast_vector<float>();
   if (static_cast<int64_t>(scales_.size()) != rows_)
     throw std::invalid_argument("Int8Weights: expected one scale per row");

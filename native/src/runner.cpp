@@ -221,7 +221,7 @@ bool Runner::use_subcode_cpu(const ov::Model& model) {
                                                           : available_cpus();
   try {
     subcode_cpu_ = std::make_unique<SubcodeCpu>(model, static_cast<int>(std::max<int64_t>(1, threads)));
-  } catch (const std::invalid_argument& e) {
+  } catch (const std::exception& e) {  // not this graph's (older, fp16), or no threads: the graph runs
     subcode_runtime_ = std::string("openvino (") + e.what() + ")";
     return false;
   }

@@ -183,9 +183,23 @@ void SubcodeCpu::prepare(int64_t rows) {
   w.act.resize(n * intermediate_);
   w.last.resize(rows * hidden_);
   w.logits.resize(rows * vocab_);
+  w.first_logits.resize(rows * vocab_);
   const size_t cache = layers_.size() * rows * kv_heads_ * (steps() + 1) * head_dim_;
   w.keys.resize(cache);
   w.values.resize(cache);
+  w.head.resize(head_dim_);
+  w.query.resize(head_dim_);
+  w.scores.resize(steps() + 1);
+  w.order.resize(vocab_);
+  w.probs.resize(vocab_);
+  w.cumulative.resize(vocab_);
+  // quantize_rows resizes within these capacities: the widest product input, groups of ≥ 16
+  const size_t widest = n * static_cast<size_t>(std::max({hidden_, talker_hidden_, intermediate_, heads_count_ * head_dim_}));
+  for (QuantizedRows& q : w.quantized) {
+    q.values.reserve(widest);
+    q.scales.reserve(widest / 16);
+    q.sums.reserve(widest / 16);
+  }
 }
 
 void SubcodeCpu::product(int rank, const QuantizedMatrix& w, const float* x, int64_t n, float* y) {
@@ -215,7 +229,9 @@ QWEN3TTS_VNNI void SubcodeCpu::attend(const Layer& layer, int64_t index, int64_t
   const int64_t d = head_dim_, half = d / 2, positions = steps() + 1, width = (heads_count_ + 2 * kv_heads_) * d;
   const int64_t group = heads_count_ / kv_heads_;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  std::vector<float> normed(d), q(d), scores(positions);
+  float* normed = w.head.data();
+  float* q = w.query.data();
+  float* scores = w.scores.data();
   auto rotate = [&](const float* in, int64_t position, float factor, float* out) {  // x·cos + rotate_half(x)·sin
     const float* c = cos_.data() + position * half;
     const float* s = sin_.data() + position * half;
@@ -230,8 +246,8 @@ QWEN3TTS_VNNI void SubcodeCpu::attend(const Layer& layer, int64_t index, int64_t
     for (int64_t i = 0; i < count; ++i) {  // this step's keys and values into the cache
       const float* row = w.qkv.data() + (r * count + i) * width;
       for (int64_t j = 0; j < kv_heads_; ++j) {
-        rms_norm(row + (heads_count_ + j) * d, layer.k_norm.data(), d, eps_, normed.data());
-        rotate(normed.data(), first + i, 1.0f, keys + (j * positions + first + i) * d);
+        rms_norm(row + (heads_count_ + j) * d, layer.k_norm.data(), d, eps_, normed);
+        rotate(normed, first + i, 1.0f, keys + (j * positions + first + i) * d);
         std::copy_n(row + (heads_count_ + kv_heads_ + j) * d, d, values + (j * positions + first + i) * d);
       }
     }
@@ -240,13 +256,13 @@ QWEN3TTS_VNNI void SubcodeCpu::attend(const Layer& layer, int64_t index, int64_t
       const float* row = w.qkv.data() + (r * count + i) * width;
       float* out = w.attention.data() + (r * count + i) * heads_count_ * d;
       for (int64_t h = 0; h < heads_count_; ++h) {
-        rms_norm(row + h * d, layer.q_norm.data(), d, eps_, normed.data());
-        rotate(normed.data(), position, scale, q.data());
+        rms_norm(row + h * d, layer.q_norm.data(), d, eps_, normed);
+        rotate(normed, position, scale, q);
         const float* k = keys + (h / group) * positions * d;
         const float* v = values + (h / group) * positions * d;
         float max = -std::numeric_limits<float>::infinity();
         for (int64_t t = 0; t < seen; ++t) {
-          scores[t] = dot(q.data(), k + t * d, d);
+          scores[t] = dot(q, k + t * d, d);
           max = std::max(max, scores[t]);
         }
         float total = 0.0f;
@@ -309,25 +325,26 @@ void SubcodeCpu::head(int rank, int64_t rows, int64_t count, int64_t step) {
   product(rank, *heads_[step], w.last.data(), rows, w.logits.data());
 }
 
-int64_t SubcodeCpu::sample(const float* logits, float temperature, int64_t top_k, float top_p, float uniform) const {
-  if (temperature <= 0.0f)  // greedy: the lowest index of the largest logit
+int64_t SubcodeCpu::sample(const float* logits, float temperature, int64_t top_k, float top_p, float uniform) {
+  if (!(temperature > 0.0f))  // greedy (the graph's test, NaN included): the lowest index of the largest logit
     return std::max_element(logits, logits + vocab_) - logits;
-  std::vector<int64_t> order(vocab_);
-  std::iota(order.begin(), order.end(), 0);
   // convert/subcode.py sample_codes, step by step in float32
+  Work& w = work_;
+  std::iota(w.order.begin(), w.order.end(), 0);
   const int64_t width = std::min(kTopKMax, vocab_);
-  std::partial_sort(order.begin(), order.begin() + width, order.end(), [&](int64_t a, int64_t b) {
+  std::partial_sort(w.order.begin(), w.order.begin() + width, w.order.end(), [&](int64_t a, int64_t b) {
     return logits[a] / temperature > logits[b] / temperature ||
            (logits[a] / temperature == logits[b] / temperature && a < b);
   });
   const int64_t limit = (top_k <= 0 || top_k > width) ? width : top_k;
-  std::vector<float> probs(width, 0.0f);
-  const float top = logits[order[0]] / temperature;
+  float* probs = w.probs.data();
+  float* cumulative = w.cumulative.data();
+  std::fill_n(probs, width, 0.0f);
+  const float top = logits[w.order[0]] / temperature;
   float total = 0.0f;
-  for (int64_t i = 0; i < limit; ++i) total += probs[i] = std::exp(logits[order[i]] / temperature - top);
+  for (int64_t i = 0; i < limit; ++i) total += probs[i] = std::exp(logits[w.order[i]] / temperature - top);
   for (int64_t i = 0; i < limit; ++i) probs[i] /= total;
   float before = 0.0f, cdf = 0.0f;
-  std::vector<float> cumulative(width);
   int64_t kept = 0;
   for (int64_t i = 0; i < width; ++i) {
     const bool keep = i < limit && (before < top_p || top_p >= 1.0f || i == 0);
@@ -337,8 +354,8 @@ int64_t SubcodeCpu::sample(const float* logits, float temperature, int64_t top_k
     kept += keep;
   }
   const float target = uniform * cumulative[width - 1];
-  const int64_t pick = std::count_if(cumulative.begin(), cumulative.end(), [&](float c) { return c <= target; });
-  return order[std::min(pick, kept - 1)];
+  const int64_t pick = std::count_if(cumulative, cumulative + width, [&](float c) { return c <= target; });
+  return w.order[std::min(pick, kept - 1)];
 }
 
 void SubcodeCpu::run(const SubcodeBatch& b, std::vector<float>* first_logits) {
@@ -350,7 +367,7 @@ void SubcodeCpu::run(const SubcodeBatch& b, std::vector<float>* first_logits) {
   Work& w = work_;
   const int64_t th = talker_hidden_;
   auto draw = [&](int64_t step) {  // rank 0: the step's codes, their embeddings as the next inputs
-    if (step == 0 && first_logits) first_logits->assign(w.logits.begin(), w.logits.end());
+    if (step == 0) std::copy(w.logits.begin(), w.logits.end(), w.first_logits.begin());
     for (int64_t r = 0; r < rows; ++r) {
       const int64_t code = sample(w.logits.data() + r * vocab_, b.temperature[r], b.top_k[r], b.top_p[r],
                                   b.uniform[r * steps + step]);
@@ -361,7 +378,7 @@ void SubcodeCpu::run(const SubcodeBatch& b, std::vector<float>* first_logits) {
       for (int64_t i = 0; i < th; ++i) frame[i] += in[i];
     }
   };
-  team_.run([&](int rank) {
+  team_.run([&](int rank) noexcept {  // nothing in it allocates (prepare) or throws
     if (rank == 0)
       for (int64_t r = 0; r < rows; ++r) {  // positions 0, 1: [hidden ; E0[code0]]
         std::copy_n(b.hidden + r * th, th, w.inputs.data() + 2 * r * th);
@@ -382,6 +399,7 @@ void SubcodeCpu::run(const SubcodeBatch& b, std::vector<float>* first_logits) {
       team_.barrier();
     }
   });
+  if (first_logits) first_logits->assign(w.first_logits.begin(), w.first_logits.end());
 }
 
 }  // namespace qwen3tts

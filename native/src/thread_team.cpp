@@ -25,10 +25,17 @@ void spin_until(Done done) {
 
 ThreadTeam::ThreadTeam(int size) : size_(size) {
   if (size < 1) throw std::invalid_argument("a thread team needs at least one member");
-  for (int rank = 1; rank < size; ++rank) threads_.emplace_back([this, rank] { serve(rank); });
+  try {
+    for (int rank = 1; rank < size; ++rank) threads_.emplace_back([this, rank] { serve(rank); });
+  } catch (...) {  // a thread the system would not start: stop those that did, then fail
+    stop();
+    throw;
+  }
 }
 
-ThreadTeam::~ThreadTeam() {
+ThreadTeam::~ThreadTeam() { stop(); }
+
+void ThreadTeam::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     stop_ = true;

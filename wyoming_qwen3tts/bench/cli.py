@@ -124,7 +124,7 @@ def prepare(args: argparse.Namespace) -> tuple[Path, Path]:
         run_isolated(_write_checkpoint, checkpoint, args.preset)
     manifest = converted / "manifest.json"
     older = (not args.converted and manifest.is_file() and
-             json.loads(manifest.read_text(encoding="utf-8")).get("format_version") != FORMAT_VERSION)
+             json.loads(manifest.read_text(encoding="utf-8")).get("format_version", 0) < FORMAT_VERSION)
     if not manifest.is_file() or older:  # the work dir's own conversion is made again in an older format
         if args.converted:
             raise SystemExit(f"{converted} is not a converted model directory")

@@ -252,11 +252,13 @@ LM_GRAPHS = ("talker", "subcode")
 
 
 def _int4_kernel(r: Report) -> str:
-    """Which INT4 products ran, for INT4 conversions only ("" otherwise)."""
+    """Whose INT4 products ran in the compiled graphs, for INT4 conversions only ("" otherwise;
+    the runner's own code predictor always uses its own)."""
     if r.model["options"]["weights"] != "int4":
         return ""
     n = r.ours.int4_products
-    return f"INT4 kernel {'ours in ' + str(n) + ' products' if n else 'OpenVINO'}; "
+    whose = f"ours ({n})" if n else "OpenVINO's"
+    return f"INT4 products in the graphs {whose}; "
 
 
 def _compute(o: OursResult) -> str:

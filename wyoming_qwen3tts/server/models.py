@@ -34,16 +34,20 @@ def conversion_dir(source: str, data_dir: Path, weights: str) -> Path:
 
 
 def prepare_model(source: str, data_dir: Path, weights: str = "int8") -> Path:
-    """A converted model directory for `source`, converting it first if needed."""
+    """A converted model directory for `source`, converting it first if needed. A conversion of
+    an older, still readable format is converted again, and used as it is if that fails (no
+    conversion extra, no network): the server never stops starting where it started before."""
     path = Path(source).expanduser()
     if (path / MANIFEST).is_file():
         return path  # already converted: qwen3tts-convert output
     out = conversion_dir(source, data_dir, weights)
+    older = False
     try:
         manifest, _ = read_converted(out)
         if manifest["format_version"] == FORMAT_VERSION:
             log.info("using the conversion of %s in %s", source, out)
             return out
+        older = True
         added = "; ".join(FORMAT_CHANGES[v] for v in range(manifest["format_version"] + 1, FORMAT_VERSION + 1))
         log.warning("%s is an older conversion (format %s, now %s: %s); converting again", out,
                     manifest["format_version"], FORMAT_VERSION, added)
@@ -51,11 +55,22 @@ def prepare_model(source: str, data_dir: Path, weights: str = "int8") -> Path:
         if out.exists():
             log.warning("%s; converting again", e)
     try:
+        return _convert(source, out, weights)
+    except ModelSourceError as e:
+        if not older:
+            raise
+        log.warning("%s; using the older conversion in %s as it is", e, out)
+        return out
+
+
+def _convert(source: str, out: Path, weights: str) -> Path:
+    try:
         from ..convert.pipeline import ConvertError, convert
     except ImportError as e:
         raise ModelSourceError(f"converting {source} needs the conversion extra: "
                                f"pip install 'wyoming-qwen3tts[convert]' ({e})") from None
     log.info("converting %s into %s (once; later starts reuse it)", source, out)
+    path = Path(source).expanduser()
     repo, _, revision = source.partition("@")
     try:
         if path.is_dir():

@@ -59,10 +59,14 @@ class SubcodeCpu {
     std::vector<float> input_norm, q_norm, k_norm, post_norm;
     std::unique_ptr<QuantizedMatrix> qkv, o, gate_up, down;
   };
-  // Activations of one call: rows × positions at most, reused between calls.
+  // Everything a call touches, sized by prepare() before the team runs: a job allocates
+  // nothing, so it cannot throw (ThreadTeam::run's contract).
   struct Work {
-    std::vector<float> x, normed, qkv, attention, gate_up, act, out, logits, last, inputs;
+    std::vector<float> x, normed, qkv, attention, gate_up, act, out, logits, last, inputs, first_logits;
     std::vector<float> keys, values;  // [layer][row][kv head][position][head dim]
+    std::vector<float> head, query, scores;  // attention's scratch (member 0)
+    std::vector<int64_t> order;              // sampling's scratch (member 0)
+    std::vector<float> probs, cumulative;
     std::vector<QuantizedRows> quantized;  // one per team member
   };
 
@@ -76,7 +80,7 @@ class SubcodeCpu {
   // x for the rows' next step: the projection (1.7B) of `inputs` [n × talker hidden], or a copy.
   void project(int rank, int64_t n);
   void prepare(int64_t rows);
-  int64_t sample(const float* logits, float temperature, int64_t top_k, float top_p, float uniform) const;
+  int64_t sample(const float* logits, float temperature, int64_t top_k, float top_p, float uniform);
 
   std::vector<Layer> layers_;
   std::vector<float> final_norm_, projection_bias_;

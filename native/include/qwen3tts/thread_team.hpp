@@ -27,8 +27,9 @@ class ThreadTeam {
 
   int size() const { return size_; }
   // Runs job(rank) on every member, rank 0 on the calling thread, and returns when all have
-  // finished. The job must not throw (a member's exception would end the process) and must
-  // call barrier() the same number of times on every member. One run at a time.
+  // finished. The job must not throw (make it noexcept: an exception would leave the other
+  // members waiting at a barrier) and must call barrier() the same number of times on every
+  // member. One run at a time.
   void run(const std::function<void(int)>& job);
   // Inside a job: returns once every member has reached it (spinning, yielding the core
   // only when a member is slow to come, e.g. preempted).
@@ -36,6 +37,7 @@ class ThreadTeam {
 
  private:
   void serve(int rank);  // a team thread's loop
+  void stop();           // ends and joins the team's threads
 
   const int size_;
   std::vector<std::thread> threads_;
