@@ -158,6 +158,19 @@ def test_graphs_with_the_kernel_compute_what_openvino_does(int4_dir):
     assert (got["codes"][:, 0] == want["codes"][:, 0]).sum() >= 12, (got["codes"][:, 0], want["codes"][:, 0])
 
 
+def run_greedy_request(sched: Scheduler, model: LoadedModel, frames: int) -> np.ndarray:
+    """One greedy request of `frames` frames, ticked to its end; its codes."""
+    params = replace(SamplingParams.from_defaults(model.spec.generation).greedy(), min_frames=frames)
+    stream = sched.submit(VoiceRequest("Turn on the kitchen lights.", "english", "ryan"), params, max_frames=frames)
+    for _ in range(40):
+        if stream.done:
+            break
+        sched.tick()
+    assert stream.done and stream.result.reason == "length"
+    assert all(np.isfinite(chunk.pcm).all() for chunk in stream)
+    return stream.result.codes
+
+
 def test_runner_swaps_the_kernel_into_every_int4_product(int4_dir):
     """With the kernel, every INT4 product of the talker and subcode runs it (none with it
     off), and requests run to their end."""
@@ -169,14 +182,7 @@ def test_runner_swaps_the_kernel_into_every_int4_product(int4_dir):
         sched = Scheduler(model, EngineConfig(kv_blocks=64, max_frames=12, int4_kernel=kernel))
         try:
             assert sched.runner.int4_products == (expected if kernel and SUPPORTED else 0)
-            params = replace(SamplingParams.from_defaults(model.spec.generation).greedy(), min_frames=12)
-            stream = sched.submit(VoiceRequest("Turn on the kitchen lights.", "english", "ryan"), params, max_frames=12)
-            for _ in range(40):
-                if stream.done:
-                    break
-                sched.tick()
-            assert stream.done and stream.result.reason == "length" and stream.result.codes.shape == (12, 16)
-            assert all(np.isfinite(chunk.pcm).all() for chunk in stream)
+            assert run_greedy_request(sched, model, 12).shape == (12, 16)
         finally:
             sched.close()
 

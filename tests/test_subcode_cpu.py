@@ -13,12 +13,11 @@ from __future__ import annotations
 
 import re
 import shutil
-from dataclasses import replace
 
 import numpy as np
 import openvino as ov
 import pytest
-from test_int4_kernel import openvino_exact
+from test_int4_kernel import openvino_exact, run_greedy_request
 
 from wyoming_qwen3tts import _native
 from wyoming_qwen3tts.engine.config import EngineConfig
@@ -145,18 +144,6 @@ def test_a_code_outside_the_table_is_refused(converted_factory):
         ours(xml, inputs)
 
 
-def run_request(sched: Scheduler, model: LoadedModel) -> np.ndarray:
-    params = replace(SamplingParams.from_defaults(model.spec.generation).greedy(), min_frames=10)
-    stream = sched.submit(VoiceRequest("Turn on the kitchen lights.", "english", "ryan"), params, max_frames=10)
-    for _ in range(40):
-        if stream.done:
-            break
-        sched.tick()
-    assert stream.done and stream.result.reason == "length"
-    assert all(np.isfinite(chunk.pcm).all() for chunk in stream)
-    return stream.result.codes
-
-
 @pytest.mark.parametrize("weights", ["int4", "int8"])
 def test_the_runner_uses_it_where_asked(converted_factory, weights):
     """auto: the runner's own code predictor unless the precision is f32 (OpenVINO's numbers
@@ -168,7 +155,7 @@ def test_the_runner_uses_it_where_asked(converted_factory, weights):
         sched = Scheduler(model, EngineConfig(kv_blocks=32, subcode_runtime=setting))
         try:
             assert sched.runner.subcode_runtime.startswith(expected), (precision, setting)
-            codes = run_request(sched, model)
+            codes = run_greedy_request(sched, model, 10)
             assert codes.shape == (10, 16) and ((codes >= 0) & (codes < 2048)).all()
         finally:
             sched.close()
@@ -215,6 +202,6 @@ def test_the_runner_falls_back_to_the_graph_and_says_why(converted_factory, tmp_
         sched = Scheduler(model, EngineConfig(kv_blocks=32, subcode_runtime="native"))
         try:
             assert sched.runner.subcode_runtime.startswith("openvino (") and reason in sched.runner.subcode_runtime
-            run_request(sched, model)
+            run_greedy_request(sched, model, 10)
         finally:
             sched.close()

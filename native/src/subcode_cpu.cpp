@@ -11,6 +11,7 @@
 
 #include <openvino/op/constant.hpp>
 
+#include "qwen3tts/int4_linear.hpp"
 #include "qwen3tts/vnni.hpp"
 
 namespace qwen3tts {

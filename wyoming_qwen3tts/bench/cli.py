@@ -20,7 +20,7 @@ from ..convert.ops import WEIGHT_FORMATS
 from ..convert.pipeline import convert
 from ..engine.config import RUNNERS, SUBCODE_RUNTIMES
 from ..engine.devices import PRECISION_SETTINGS
-from ..model.manifest import FORMAT_VERSION
+from ..model.manifest import older_format
 from ..model.synthetic.presets import PRESETS
 from ..model.synthetic.writer import write_checkpoint
 from . import vox_peer
@@ -124,7 +124,7 @@ def prepare(args: argparse.Namespace) -> tuple[Path, Path]:
         run_isolated(_write_checkpoint, checkpoint, args.preset)
     manifest = converted / "manifest.json"
     older = (not args.converted and manifest.is_file() and
-             json.loads(manifest.read_text(encoding="utf-8")).get("format_version", 0) < FORMAT_VERSION)
+             older_format(json.loads(manifest.read_text(encoding="utf-8"))) is not None)
     if not manifest.is_file() or older:  # the work dir's own conversion is made again in an older format
         if args.converted:
             raise SystemExit(f"{converted} is not a converted model directory")

@@ -127,6 +127,15 @@ def _json(path: Path, out: Path) -> Any:
         raise _fail(out, f"{path.relative_to(out)} is not valid JSON ({e})") from None
 
 
+def older_format(manifest: dict[str, Any]) -> str | None:
+    """What a conversion with this manifest lacks against the current format ("" if nothing
+    is known), or None when it is current."""
+    version = manifest.get("format_version", 0)
+    if version >= FORMAT_VERSION:
+        return None
+    return "; ".join(FORMAT_CHANGES[v] for v in range(version + 1, FORMAT_VERSION + 1) if v in FORMAT_CHANGES)
+
+
 def read_converted(out: str | Path, graphs: Iterable[str] = ()) -> tuple[dict[str, Any], ModelSpec]:
     """Validate a converted directory and parse its model spec; `graphs` must all be present."""
     out = Path(out)

@@ -10,7 +10,7 @@ import logging
 import re
 from pathlib import Path
 
-from ..model.manifest import FORMAT_CHANGES, FORMAT_VERSION, MANIFEST, ConvertedModelError, read_converted
+from ..model.manifest import FORMAT_VERSION, MANIFEST, ConvertedModelError, older_format, read_converted
 
 log = logging.getLogger(__name__)
 
@@ -44,13 +44,13 @@ def prepare_model(source: str, data_dir: Path, weights: str = "int8") -> Path:
     older = False
     try:
         manifest, _ = read_converted(out)
-        if manifest["format_version"] == FORMAT_VERSION:
+        lacks = older_format(manifest)
+        if lacks is None:
             log.info("using the conversion of %s in %s", source, out)
             return out
         older = True
-        added = "; ".join(FORMAT_CHANGES[v] for v in range(manifest["format_version"] + 1, FORMAT_VERSION + 1))
         log.warning("%s is an older conversion (format %s, now %s: %s); converting again", out,
-                    manifest["format_version"], FORMAT_VERSION, added)
+                    manifest["format_version"], FORMAT_VERSION, lacks)
     except ConvertedModelError as e:
         if out.exists():
             log.warning("%s; converting again", e)

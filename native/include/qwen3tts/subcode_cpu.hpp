@@ -17,7 +17,6 @@
 
 #include <openvino/core/model.hpp>
 
-#include "qwen3tts/int4_linear.hpp"
 #include "qwen3tts/quantized_matrix.hpp"
 #include "qwen3tts/thread_team.hpp"
 
