@@ -1,8 +1,8 @@
 """The native runner's INT4 kernel (native/include/qwen3tts/int4_linear.hpp): its numbers
 against an integer reference in numpy and against OpenVINO's exact products, product by product
-and whole graphs, and its place in the runner's graphs. Every CI host has AVX-512 VNNI: tests
-of the kernel's numbers fail without it; on other CPUs the kernel must refuse and the runner
-swap nothing, which the other tests check."""
+and whole graphs, and its place in the runner's graphs. The kernels exist per instruction set
+(kernels.hpp): every test of numbers runs each one this CPU has, and they must agree to the
+bit. Every x86-64 CI host has AVX2 (the N100 class too); Xeons and Zen 4 add AVX-512 VNNI."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -19,7 +19,7 @@ from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler
 from wyoming_qwen3tts.model.prompt import VoiceRequest
 
-SUPPORTED = _native.int4_linear_supported()
+ISAS = _native.kernel_isas()  # this CPU's instruction sets, fastest first
 # OpenVINO's exact f32 products: no bf16, no dynamic quantization of the activations
 EXACT = {"INFERENCE_PRECISION_HINT": "f32", "DYNAMIC_QUANTIZATION_GROUP_SIZE": 0}
 
@@ -44,20 +44,27 @@ def reference(q: np.ndarray, scale: np.ndarray, x: np.ndarray) -> np.ndarray:
     return (dots * scale[None] * (amax[..., 0] / np.float32(127))[:, None, :]).sum(-1)
 
 
+def test_every_ci_host_runs_the_kernels():
+    """AVX2 and FMA are the floor (x86-64 since 2013): without them the runner falls back to
+    OpenVINO everywhere and the kernel tests below would test nothing."""
+    assert "avx2" in ISAS, ISAS
+    assert ISAS[0] in ("avx512_vnni", "avx2")
+    with pytest.raises(ValueError, match="unknown kernel instruction set"):
+        _native.int4_linear(np.zeros((16, 64), np.uint8), np.ones((16, 2), np.float32), np.zeros((1, 128), np.float32),
+                            isa="sse2")
+
+
+@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("group", [16, 32, 128])
-@pytest.mark.parametrize("rows", [1, 3, 4, 5, 9])
-def test_kernel_computes_the_integer_reference(group: int, rows: int):
+@pytest.mark.parametrize("rows", [1, 2, 3, 4, 5, 9])
+def test_kernel_computes_the_integer_reference(group: int, rows: int, isa: str):
     rng = np.random.default_rng(group * 100 + rows)
     n, k = 48, 256  # three 16-row blocks: one pair and the odd one
     q = rng.integers(-8, 8, (n, k))
     scale = (rng.random((n, k // group)) * 0.02 + 0.001).astype(np.float32)
     x = rng.standard_normal((rows, k)).astype(np.float32)
     x[-1, :group] = 0  # a group of zeros: scale 0, no division by it
-    if not SUPPORTED:  # not an AVX-512 VNNI CPU: the kernel refuses, the runner never swaps it in
-        with pytest.raises(RuntimeError, match="AVX-512"):
-            _native.int4_linear(i4_bytes(q), scale, x)
-        return
-    y = _native.int4_linear(i4_bytes(q), scale, x)
+    y = _native.int4_linear(i4_bytes(q), scale, x, isa=isa)
     assert y.shape == (rows, n) and y.dtype == np.float32
     np.testing.assert_allclose(y, reference(q, scale, x), rtol=2e-5, atol=1e-5)
     exact = x @ (q * np.repeat(scale, group, axis=1)).T  # the f32 product the quantization approximates
@@ -98,8 +105,6 @@ def test_kernel_reads_nncf_int4_weights_as_openvino_does(int4_dir, graph):
     """Each INT4 product of a converted graph, by the kernel from the raw i4 bytes and scales
     and by OpenVINO from the graph's own decompression (its dynamic quantization off: the
     exact f32 product): they differ only by the activations' int8 rounding (~0.6 %)."""
-    if not SUPPORTED:
-        pytest.fail("this test needs a CPU with AVX-512 VNNI, as every CI host has")
     core = ov.Core()
     products = int4_products(core.read_model(int4_dir / f"{graph}.xml"))
     assert products
@@ -130,8 +135,6 @@ def test_graphs_with_the_kernel_compute_what_openvino_does(int4_dir):
     weights, rows or input shape would move the logits by ~100 % and make the first subcode
     draw agree by chance (1 in 2048). The tiny model turns the activations' int8 rounding
     into ~2 % on the logits, as OpenVINO's own dynamic quantization does."""
-    if not SUPPORTED:
-        pytest.fail("this test needs a CPU with AVX-512 VNNI, as every CI host has")
     core = ov.Core()
     rng = np.random.default_rng(0)
     t = 7  # a prefill: 3-D input, several rows per product
@@ -181,7 +184,7 @@ def test_runner_swaps_the_kernel_into_every_int4_product(int4_dir):
     for kernel in (True, False):
         sched = Scheduler(model, EngineConfig(kv_blocks=64, max_frames=12, int4_kernel=kernel))
         try:
-            assert sched.runner.int4_products == (expected if kernel and SUPPORTED else 0)
+            assert sched.runner.int4_products == (expected if kernel else 0)
             assert run_greedy_request(sched, model, 12).shape == (12, 16)
         finally:
             sched.close()

@@ -7,8 +7,8 @@ norms, RoPE, attention, sampling, the embeddings — must agree to float roundin
 within 1e-5 (measured ~2e-7) and codes 1–14 exactly, greedy and sampled (the 15th comes from
 an INT8 head, which that graph multiplies exactly). Against OpenVINO's exact f32 products
 the difference is the activations' int8 rounding (~2 % of the logits on the tiny model, as
-OpenVINO's own dynamic quantization). Every CI host has AVX-512 VNNI: these tests fail
-without it."""
+OpenVINO's own dynamic quantization). The tests of numbers run each instruction set this CPU
+has (kernels.hpp: AVX2 on every CI host, AVX-512 VNNI on most), which must agree to the bit."""
 from __future__ import annotations
 
 import re
@@ -17,7 +17,7 @@ import shutil
 import numpy as np
 import openvino as ov
 import pytest
-from test_int4_kernel import openvino_exact, run_greedy_request
+from test_int4_kernel import ISAS, i4_bytes, openvino_exact, run_greedy_request
 
 from wyoming_qwen3tts import _native
 from wyoming_qwen3tts.engine.config import EngineConfig
@@ -30,9 +30,9 @@ INPUTS = ("hidden", "code0", "temperature", "top_k", "top_p", "uniform")
 
 
 @pytest.fixture(autouse=True)
-def _vnni():
-    if not _native.int4_linear_supported():
-        pytest.fail("these tests need a CPU with AVX-512 VNNI, as every CI host has")
+def _kernels():
+    if not ISAS:
+        pytest.fail("these tests need a CPU with AVX2 and FMA, as every CI host has")
 
 
 def subcode_inputs(xml, rows: int, seed: int, sampled: bool) -> dict[str, np.ndarray]:
@@ -52,8 +52,9 @@ def subcode_inputs(xml, rows: int, seed: int, sampled: bool) -> dict[str, np.nda
             "uniform": rng.random((rows, 15)).astype(np.float32)}
 
 
-def ours(xml, inputs: dict[str, np.ndarray], threads: int = 2) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return _native.run_subcode_cpu(str(xml), threads, *(inputs[name] for name in INPUTS))
+def ours(xml, inputs: dict[str, np.ndarray], threads: int = 2,
+         isa: str = "") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    return _native.run_subcode_cpu(str(xml), threads, *(inputs[name] for name in INPUTS), isa=isa)
 
 
 def with_first_logits(xml, out) -> str:
@@ -72,9 +73,10 @@ def relative(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.linalg.norm(a - b) / np.linalg.norm(b))
 
 
+@pytest.mark.parametrize("isa", ISAS)
 @pytest.mark.parametrize("preset", ["tiny", "tiny-1.7b"])  # the 1.7B path projects the talker's width
 @pytest.mark.parametrize("sampled", [False, True])
-def test_computes_what_the_graph_with_the_int4_kernel_does(converted_factory, tmp_path, preset, sampled):
+def test_computes_what_the_graph_with_the_int4_kernel_does(converted_factory, tmp_path, preset, sampled, isa):
     """Same INT4 products, so the same logits to float rounding and the same codes. The
     last head is INT8 (nncf's backup format), which the graph multiplies exactly and the
     runner with int8 activations: the 15th code may differ there, nowhere else."""
@@ -82,7 +84,7 @@ def test_computes_what_the_graph_with_the_int4_kernel_does(converted_factory, tm
     inputs = subcode_inputs(xml, rows=16, seed=3, sampled=sampled)
     swapped, graph = _native.infer_with_int4_kernel(with_first_logits(xml, tmp_path / "s.xml"), inputs)
     assert swapped > 0
-    codes, embedding, logits = ours(xml, inputs)
+    codes, embedding, logits = ours(xml, inputs, isa=isa)
     assert relative(logits, graph["logits0"].reshape(logits.shape)) < 1e-5
     np.testing.assert_array_equal(codes[:, :14], graph["codes"][:, :14])
     assert (codes[:, 14] == graph["codes"][:, 14]).sum() >= 12
@@ -117,15 +119,20 @@ def test_threads_and_batch_do_not_change_a_row(converted_factory):
     np.testing.assert_array_equal(alone[1], embedding[4:5])
 
 
-def test_int8_kernel_computes_the_integer_reference():
+@pytest.mark.parametrize("isa", ISAS)
+def test_int8_kernel_computes_the_integer_reference(isa):
     """The INT8 kernel's numbers against numpy: activations quantized per group (128, or the
-    whole row when 128 does not divide it), exact integer dot products, the row's scale."""
+    whole row when 128 does not divide it), exact integer dot products, the row's scale.
+    Weights span the whole int8 range (-128 is nncf's too): the AVX2 path splits them into
+    nibbles, whose extremes must not saturate."""
     rng = np.random.default_rng(6)
-    for rows, k in ((1, 256), (3, 256), (5, 96)):
-        q = rng.integers(-127, 128, (32, k)).astype(np.int8)
+    for rows, k in ((1, 256), (2, 256), (3, 256), (5, 96)):
+        q = rng.integers(-128, 128, (32, k)).astype(np.int8)
+        q[1] = -128
+        q[2] = 127
         scale = (rng.random(32) * 0.02 + 0.001).astype(np.float32)
         x = rng.standard_normal((rows, k)).astype(np.float32)
-        y, row0, group = _native.int8_linear(q, scale, x)
+        y, row0, group = _native.int8_linear(q, scale, x, isa=isa)
         assert group == (128 if k % 128 == 0 else k)
         xg = x.reshape(rows, k // group, group)
         amax = np.abs(xg).max(-1, keepdims=True)
@@ -134,6 +141,28 @@ def test_int8_kernel_computes_the_integer_reference():
         want = (dots * (amax[..., 0] / np.float32(127))[:, None, :]).sum(-1) * scale
         np.testing.assert_allclose(y, want, rtol=2e-5, atol=1e-5)
         np.testing.assert_allclose(row0, q[0] * scale[0], rtol=1e-6)
+
+
+def test_instruction_sets_give_the_same_numbers(converted_factory):
+    """Every instruction set this CPU runs gives the fastest one's products and whole code
+    predictor calls to the bit: the integer dot products are exact on each, and the float
+    sums run in one order (kernels.hpp). On a CPU with AVX2 alone there is one to compare."""
+    rng = np.random.default_rng(8)
+    q4 = rng.integers(-8, 8, (48, 256))
+    scale4 = (rng.random((48, 2)) * 0.02).astype(np.float32)
+    q8 = rng.integers(-128, 128, (48, 256)).astype(np.int8)
+    scale8 = (rng.random(48) * 0.02).astype(np.float32)
+    x = rng.standard_normal((5, 256)).astype(np.float32)
+    xml = converted_factory("tiny", "custom_voice", "int4") / "subcode.xml"
+    inputs = subcode_inputs(xml, rows=5, seed=9, sampled=True)
+    first = None
+    for isa in ISAS:
+        got = (_native.int4_linear(i4_bytes(q4), scale4, x, isa=isa), _native.int8_linear(q8, scale8, x, isa=isa)[0],
+               *ours(xml, inputs, isa=isa))
+        if first is None:
+            first = got
+        for a, b in zip(got, first):
+            np.testing.assert_array_equal(a, b, err_msg=isa)
 
 
 def test_a_code_outside_the_table_is_refused(converted_factory):

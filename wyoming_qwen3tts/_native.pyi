@@ -6,17 +6,22 @@ from numpy.typing import ArrayLike, NDArray
 # The columns of Runner.forward's `sampling` matrix (engine/sampling.py SamplingParams fields).
 SAMPLING_FIELDS: tuple[str, ...]
 
-def int4_linear_supported() -> bool: ...
+# The instruction sets of the runner's own kernels this CPU runs, fastest first: "avx512_vnni", "avx2".
+# The test helpers below take one as `isa` ("": the fastest).
+def kernel_isas() -> list[str]: ...
 # x [M, K] · Wᵀ by the INT4 kernel, W from OpenVINO's i4 bytes q [N, K/2] and scales [N, groups] (tests).
-def int4_linear(q: ArrayLike, scale: ArrayLike, x: ArrayLike) -> NDArray[np.float32]: ...
+def int4_linear(q: ArrayLike, scale: ArrayLike, x: ArrayLike, isa: str = "") -> NDArray[np.float32]: ...
 # (x [M, K] · Wᵀ by the INT8 kernel, row 0 of W dequantized, the activations' group), W from q [N, K] int8
 # and scale [N] (tests).
-def int8_linear(q: ArrayLike, scale: ArrayLike, x: ArrayLike
+def int8_linear(q: ArrayLike, scale: ArrayLike, x: ArrayLike, isa: str = ""
                 ) -> tuple[NDArray[np.float32], NDArray[np.float32], int]: ...
+# (products swapped, f32 and i64 outputs) of one inference of an IR with the INT4 kernel in its products (tests).
+def infer_with_int4_kernel(xml: str, inputs: dict[str, NDArray[np.generic]], isa: str = ""
+                           ) -> tuple[int, dict[str, NDArray[np.generic]]]: ...
 # (codes [k, 15], frame embedding [k, hidden], first step's logits [k, vocab]) of one call of the runner's own
 # code predictor over a subcode IR's weights, with `threads` members (tests).
 def run_subcode_cpu(xml: str, threads: int, hidden: ArrayLike, code0: ArrayLike, temperature: ArrayLike,
-                    top_k: ArrayLike, top_p: ArrayLike, uniform: ArrayLike
+                    top_k: ArrayLike, top_p: ArrayLike, uniform: ArrayLike, isa: str = ""
                     ) -> tuple[NDArray[np.int64], NDArray[np.float32], NDArray[np.float32]]: ...
 
 class StepTimes:

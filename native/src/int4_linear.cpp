@@ -1,7 +1,5 @@
 #include "qwen3tts/int4_linear.hpp"
 
-#include <immintrin.h>
-
 #include <algorithm>
 #include <cstring>
 #include <map>
@@ -17,79 +15,17 @@
 #include <tbb/parallel_for.h>
 #include <tbb/partitioner.h>
 
-#include "qwen3tts/vnni.hpp"
-
 namespace qwen3tts {
 
-namespace {
-
-constexpr int64_t kLineInputs = 8;  // inputs per 64-byte line of a block
-constexpr int64_t kMaxRows = 4;     // activation rows per pass over a block (registers)
-
-// y[r, block b] for R activation rows and B adjacent 16-row blocks, every group.
-template <int R, int B>
-QWEN3TTS_VNNI void multiply_blocks(const uint8_t* nibbles, const float* scales, const QuantizedRows& x, int64_t row0,
-                                   int64_t stride_y, float* y) {
-  const int64_t cols = x.cols, group = x.group, groups = cols / group, block_bytes = cols / kLineInputs * 64;
-  const __m512i low = _mm512_set1_epi8(0x0F);
-  __m512 out[B][R];
-  for (int b = 0; b < B; ++b)
-    for (int r = 0; r < R; ++r) out[b][r] = _mm512_setzero_ps();
-  for (int64_t g = 0; g < groups; ++g) {
-    __m512i even[B][R], odd[B][R];  // two chains per accumulator hide the dot products' latency
-    for (int b = 0; b < B; ++b)
-      for (int r = 0; r < R; ++r) {
-        even[b][r] = _mm512_set1_epi32(-8 * x.sums[(row0 + r) * groups + g]);
-        odd[b][r] = _mm512_setzero_si512();
-      }
-    for (int64_t k = g * group; k < (g + 1) * group; k += kLineInputs) {
-      for (int b = 0; b < B; ++b) {
-        const __m512i line = _mm512_loadu_si512(nibbles + b * block_bytes + k / kLineInputs * 64);
-        const __m512i first = _mm512_and_si512(line, low), second = _mm512_and_si512(_mm512_srli_epi16(line, 4), low);
-        for (int r = 0; r < R; ++r) {
-          const int8_t* xr = x.values.data() + (row0 + r) * cols + k;
-          int32_t x0, x1;
-          std::memcpy(&x0, xr, 4);
-          std::memcpy(&x1, xr + 4, 4);
-          even[b][r] = _mm512_dpbusd_epi32(even[b][r], first, _mm512_set1_epi32(x0));
-          odd[b][r] = _mm512_dpbusd_epi32(odd[b][r], second, _mm512_set1_epi32(x1));
-        }
-      }
-    }
-    for (int b = 0; b < B; ++b) {
-      const __m512 s = _mm512_loadu_ps(scales + (b * groups + g) * kBlockRows);
-      for (int r = 0; r < R; ++r) {
-        const __m512 dot = _mm512_cvtepi32_ps(_mm512_add_epi32(even[b][r], odd[b][r]));
-        out[b][r] = _mm512_fmadd_ps(dot, _mm512_mul_ps(s, _mm512_set1_ps(x.scales[(row0 + r) * groups + g])), out[b][r]);
-      }
-    }
-  }
-  for (int b = 0; b < B; ++b)
-    for (int r = 0; r < R; ++r) _mm512_storeu_ps(y + (row0 + r) * stride_y + b * kBlockRows, out[b][r]);
-}
-
-template <int B>
-void multiply_rows(const uint8_t* nibbles, const float* scales, const QuantizedRows& x, int64_t stride_y, float* y) {
-  for (int64_t r = 0; r < x.rows; r += kMaxRows) {
-    switch (std::min(kMaxRows, x.rows - r)) {
-      case 1: multiply_blocks<1, B>(nibbles, scales, x, r, stride_y, y); break;
-      case 2: multiply_blocks<2, B>(nibbles, scales, x, r, stride_y, y); break;
-      case 3: multiply_blocks<3, B>(nibbles, scales, x, r, stride_y, y); break;
-      default: multiply_blocks<4, B>(nibbles, scales, x, r, stride_y, y); break;
-    }
-  }
-}
-
-}  // namespace
-
-Int4Weights::Int4Weights(const ov::op::v0::Constant& q, const ov::op::v0::Constant& scale) {
+Int4Weights::Int4Weights(const ov::op::v0::Constant& q, const ov::op::v0::Constant& scale, const Kernels& kernels)
+    : QuantizedMatrix(kernels) {
   const ov::Shape& shape = q.get_shape();
   if (q.get_element_type() != ov::element::i4 || shape.size() != 3)
     throw std::invalid_argument("Int4Weights: expected i4 weights [N, groups, group]");
   rows_ = static_cast<int64_t>(shape[0]);
   group_ = static_cast<int64_t>(shape[2]);
   cols_ = static_cast<int64_t>(shape[1]) * group_;
-  if (rows_ % kBlockRows != 0 || group_ % 16 != 0)  // 16 is a multiple of kLineInputs
+  if (rows_ % kBlockRows != 0 || group_ % 16 != 0)  // 16 is a multiple of kInt4LineInputs
     throw std::invalid_argument("Int4Weights: rows must be a multiple of 16 and the group of 16");
   const std::vector<float> s = scale.cast_vector<float>();
   const int64_t groups = cols_ / group_;
@@ -104,10 +40,10 @@ Int4Weights::Int4Weights(const ov::op::v0::Constant& q, const ov::op::v0::Consta
   scales_.resize(static_cast<size_t>(rows_ * groups));
   for (int64_t block = 0; block < rows_ / kBlockRows; ++block) {
     uint8_t* out = nibbles_.data() + block * (cols_ / 2) * kBlockRows;
-    for (int64_t line = 0; line < cols_ / kLineInputs; ++line)
+    for (int64_t line = 0; line < cols_ / kInt4LineInputs; ++line)
       for (int64_t lane = 0; lane < kBlockRows; ++lane)
         for (int64_t i = 0; i < 4; ++i) {
-          const int64_t n = block * kBlockRows + lane, k = line * kLineInputs + i;
+          const int64_t n = block * kBlockRows + lane, k = line * kInt4LineInputs + i;
           out[line * 64 + lane * 4 + i] = static_cast<uint8_t>(nibble(n, k) | (nibble(n, k + 4) << 4));
         }
     for (int64_t g = 0; g < groups; ++g)
@@ -122,20 +58,13 @@ void Int4Weights::multiply_part(const QuantizedRows& x, float* y, int part, int 
 }
 
 void Int4Weights::multiply_pairs(const QuantizedRows& x, float* y, int64_t begin, int64_t end) const {
-  const int64_t blocks = rows_ / kBlockRows, groups = cols_ / group_, block_bytes = cols_ / 2 * kBlockRows;
-  for (int64_t pair = begin; pair < end; ++pair) {
-    const int64_t block = pair * 2;
-    const uint8_t* nibbles = nibbles_.data() + block * block_bytes;
-    const float* scales = scales_.data() + block * groups * kBlockRows;
-    float* out = y + block * kBlockRows;
-    if (block + 1 < blocks) multiply_rows<2>(nibbles, scales, x, rows_, out);
-    else multiply_rows<1>(nibbles, scales, x, rows_, out);
-  }
+  const int64_t blocks = rows_ / kBlockRows;
+  kernels_->int4_blocks(nibbles_.data(), scales_.data(), x, 2 * begin, std::min(2 * end, blocks), rows_, y);
 }
 
 void Int4Weights::multiply(const float* x, int64_t m, float* y) const {
   QuantizedRows q;
-  quantize_rows(x, m, cols_, group_, q);
+  quantize_rows(*kernels_, x, m, cols_, group_, q);
   const int64_t pairs = (rows_ / kBlockRows + 1) / 2;
   // One range per thread (static): a call is ~20-150 µs, so the partitioner's own tasks
   // and stealing would cost a noticeable share of it.
@@ -179,7 +108,7 @@ bool Int4Linear::evaluate(ov::TensorVector& outputs, const ov::TensorVector& inp
   return true;
 }
 
-int use_int4_linear(const std::shared_ptr<ov::Model>& model) {
+int use_int4_linear(const std::shared_ptr<ov::Model>& model, const Kernels& kernels) {
   using ov::as_type_ptr;
   std::map<const ov::Node*, std::shared_ptr<const Int4Weights>> packed;  // shared weights are packed once
   int replaced = 0;
@@ -202,7 +131,7 @@ int use_int4_linear(const std::shared_ptr<ov::Model>& model) {
     const ov::Shape& qs = q->get_shape();
     if (scale->get_shape() != ov::Shape{qs[0], qs[1], 1} || qs[0] % kBlockRows != 0 || qs[2] % 16 != 0) continue;
     auto& weights = packed[q.get()];
-    if (!weights) weights = std::make_shared<const Int4Weights>(*q, *scale);
+    if (!weights) weights = std::make_shared<const Int4Weights>(*q, *scale, kernels);
     auto linear = std::make_shared<Int4Linear>(matmul->input_value(0), weights);
     linear->set_friendly_name(matmul->get_friendly_name());
     ov::copy_runtime_info(matmul, linear);

@@ -42,6 +42,9 @@ const std::vector<std::string> kSamplingFields{
     "do_sample",           "top_k",           "top_p",           "temperature",           "repetition_penalty",
     "min_frames",          "subtalker_do_sample", "subtalker_top_k", "subtalker_top_p", "subtalker_temperature"};
 
+// The kernels a test asks for by name ("": the fastest this CPU runs); throws if the CPU lacks them.
+const Kernels& kernels_named(const std::string& isa) { return isa.empty() ? best_kernels() : kernels(isa_from_name(isa)); }
+
 std::vector<SamplingParams> sampling_rows(const Array<double>& m) {
   if (m.ndim() != 2 || m.shape(1) != static_cast<py::ssize_t>(kSamplingFields.size()))
     throw std::invalid_argument("sampling must be [rows, len(SAMPLING_FIELDS)]");
@@ -68,57 +71,64 @@ std::vector<SamplingParams> sampling_rows(const Array<double>& m) {
 PYBIND11_MODULE(_native, m) {
   m.doc() = "The native executor of wyoming-qwen3tts's engine line (see native/include/qwen3tts/runner.hpp).";
   m.attr("SAMPLING_FIELDS") = py::tuple(py::cast(kSamplingFields));
-  m.def("int4_linear_supported", &vnni_supported, "Whether this CPU runs the runner's INT4 kernel.");
+  m.def(
+      "kernel_isas",
+      [] {
+        std::vector<std::string> names;
+        for (Isa isa : supported_isas()) names.emplace_back(isa_name(isa));
+        return names;
+      },
+      "The instruction sets of the runner's own kernels this CPU runs, fastest first (kernels.hpp).");
   m.def(
       "int4_linear",
-      [](const Array<uint8_t>& q, const Array<float>& scale, const Array<float>& x) {
+      [](const Array<uint8_t>& q, const Array<float>& scale, const Array<float>& x, const std::string& isa) {
         // q [N, K/2]: OpenVINO's i4 bytes (two's complement, low nibble first); scale [N, K/group]
         if (q.ndim() != 2 || scale.ndim() != 2 || x.ndim() != 2 || scale.shape(0) != q.shape(0) || scale.shape(1) < 1 ||
             (2 * q.shape(1)) % scale.shape(1) != 0 || x.shape(1) != 2 * q.shape(1))
           throw std::invalid_argument("int4_linear: q [N, K/2], scale [N, groups], x [M, K]");
-        if (!vnni_supported()) throw std::runtime_error("int4_linear: this CPU has no AVX-512 VNNI");
+        const Kernels& kernels = kernels_named(isa);
         const size_t n = static_cast<size_t>(q.shape(0)), groups = static_cast<size_t>(scale.shape(1));
         const size_t k = static_cast<size_t>(x.shape(1));
         ov::op::v0::Constant weights(ov::element::i4, ov::Shape{n, groups, k / groups}, q.data());
         ov::op::v0::Constant scales(ov::element::f32, ov::Shape{n, groups, 1}, scale.data());
-        const Int4Weights packed(weights, scales);
+        const Int4Weights packed(weights, scales, kernels);
         py::array_t<float> y({x.shape(0), q.shape(0)});
         packed.multiply(x.data(), x.shape(0), y.mutable_data());
         return y;
       },
-      py::arg("q"), py::arg("scale"), py::arg("x"),
-      "x · Wᵀ by the INT4 kernel (for tests): W from i4 bytes q [N, K/2] and scales [N, groups]");
+      py::arg("q"), py::arg("scale"), py::arg("x"), py::arg("isa") = "",
+      "x · Wᵀ by the INT4 kernel of `isa` (for tests): W from i4 bytes q [N, K/2] and scales [N, groups]");
   m.def(
       "int8_linear",
-      [](const Array<int8_t>& q, const Array<float>& scale, const Array<float>& x) {
+      [](const Array<int8_t>& q, const Array<float>& scale, const Array<float>& x, const std::string& isa) {
         if (q.ndim() != 2 || scale.ndim() != 1 || x.ndim() != 2 || scale.shape(0) != q.shape(0) ||
             x.shape(1) != q.shape(1))
           throw std::invalid_argument("int8_linear: q [N, K], scale [N], x [M, K]");
-        if (!vnni_supported()) throw std::runtime_error("int8_linear: this CPU has no AVX-512 VNNI");
+        const Kernels& kernels = kernels_named(isa);
         const size_t n = static_cast<size_t>(q.shape(0)), k = static_cast<size_t>(q.shape(1));
         const Int8Weights packed(ov::op::v0::Constant(ov::element::i8, ov::Shape{n, k}, q.data()),
-                                 ov::op::v0::Constant(ov::element::f32, ov::Shape{n, 1}, scale.data()));
+                                 ov::op::v0::Constant(ov::element::f32, ov::Shape{n, 1}, scale.data()), kernels);
         QuantizedRows rows;
-        quantize_rows(x.data(), x.shape(0), packed.cols(), packed.group(), rows);
+        quantize_rows(kernels, x.data(), x.shape(0), packed.cols(), packed.group(), rows);
         py::array_t<float> y({x.shape(0), q.shape(0)});
         packed.multiply_part(rows, y.mutable_data(), 0, 1);
         std::vector<float> first(k);
         packed.row(0, first.data());  // the table lookup, checked against the same weights
         return std::make_tuple(y, to_array(first, {static_cast<py::ssize_t>(k)}), packed.group());
       },
-      py::arg("q"), py::arg("scale"), py::arg("x"),
-      "(x · Wᵀ by the INT8 kernel, row 0 of W dequantized, the activations' group) for tests: W from q [N, K] "
+      py::arg("q"), py::arg("scale"), py::arg("x"), py::arg("isa") = "",
+      "(x · Wᵀ by the INT8 kernel of `isa`, row 0 of W dequantized, the activations' group) for tests: W from q [N, K] "
       "int8 and one scale per row");
   m.def(
       "infer_with_int4_kernel",
-      [](const std::string& xml, const std::map<std::string, py::array>& inputs) {
+      [](const std::string& xml, const std::map<std::string, py::array>& inputs, const std::string& isa) {
         // The graph as the runner runs it (every INT4 product swapped), f32 and OpenVINO's
         // dynamic quantization off, so that against OpenVINO's exact products of the same
         // weights only the kernel differs.
-        if (!vnni_supported()) throw std::runtime_error("infer_with_int4_kernel: this CPU has no AVX-512 VNNI");
+        const Kernels& kernels = kernels_named(isa);
         ov::Core core;
         const std::shared_ptr<ov::Model> model = core.read_model(xml);
-        const int swapped = use_int4_linear(model);
+        const int swapped = use_int4_linear(model, kernels);
         ov::InferRequest request = core.compile_model(model, "CPU", ov::AnyMap{{"INFERENCE_PRECISION_HINT", "f32"},
                                                                          {"DYNAMIC_QUANTIZATION_GROUP_SIZE", 0}})
                                        .create_infer_request();
@@ -153,17 +163,17 @@ PYBIND11_MODULE(_native, m) {
         }
         return std::make_tuple(swapped, outputs);
       },
-      py::arg("xml"), py::arg("inputs"),
+      py::arg("xml"), py::arg("inputs"), py::arg("isa") = "",
       "(products swapped, f32 and i64 outputs) of one inference of an IR with the INT4 kernel in its products (for tests)");
 
   m.def(
       "run_subcode_cpu",
       [](const std::string& xml, int threads, const Array<float>& hidden, const Array<int64_t>& code0,
          const Array<float>& temperature, const Array<int64_t>& top_k, const Array<float>& top_p,
-         const Array<float>& uniform) {
-        if (!vnni_supported()) throw std::runtime_error("run_subcode_cpu: this CPU has no AVX-512 VNNI");
+         const Array<float>& uniform, const std::string& isa) {
+        const Kernels& kernels = kernels_named(isa);
         ov::Core core;
-        SubcodeCpu subcode(*core.read_model(xml), threads);
+        SubcodeCpu subcode(*core.read_model(xml), threads, kernels);
         const py::ssize_t k = code0.size(), steps = subcode.steps(), width = subcode.talker_hidden();
         if (hidden.ndim() != 2 || hidden.shape(0) != k || hidden.shape(1) != width || temperature.size() != k ||
             top_k.size() != k || top_p.size() != k || uniform.size() != k * steps)
@@ -180,7 +190,7 @@ PYBIND11_MODULE(_native, m) {
         return std::make_tuple(codes, embedding, to_array(logits, {k, static_cast<py::ssize_t>(subcode.vocab())}));
       },
       py::arg("xml"), py::arg("threads"), py::arg("hidden"), py::arg("code0"), py::arg("temperature"),
-      py::arg("top_k"), py::arg("top_p"), py::arg("uniform"),
+      py::arg("top_k"), py::arg("top_p"), py::arg("uniform"), py::arg("isa") = "",
       "(codes, frame_embedding, first step's logits) of one call of the runner's own code predictor over a "
       "subcode IR's weights (for tests)");
 

@@ -193,7 +193,7 @@ void Runner::compile_talker() {
 }
 
 void Runner::use_int4_kernel(const std::shared_ptr<ov::Model>& model, const std::string& device) {
-  if (config_.int4_linear && device.rfind("CPU", 0) == 0 && vnni_supported())
+  if (config_.int4_linear && device.rfind("CPU", 0) == 0 && !supported_isas().empty())
     int4_products_ += use_int4_linear(model);
 }
 
@@ -211,8 +211,12 @@ void Runner::set_caches(int64_t blocks) {
 
 bool Runner::use_subcode_cpu(const ov::Model& model) {
   if (!config_.subcode_cpu) return false;
-  if (config_.subcode_device.rfind("CPU", 0) != 0 || !vnni_supported()) {
-    subcode_runtime_ = "openvino (the runner's own subcode needs a CPU with AVX-512 VNNI)";
+  if (config_.subcode_device.rfind("CPU", 0) != 0) {
+    subcode_runtime_ = "openvino (the subcode is not on the CPU)";
+    return false;
+  }
+  if (supported_isas().empty()) {
+    subcode_runtime_ = "openvino (the runner's own subcode needs a CPU with AVX2 and FMA, or AVX-512 VNNI)";
     return false;
   }
   int64_t threads = config_.subcode_threads;
@@ -227,7 +231,8 @@ bool Runner::use_subcode_cpu(const ov::Model& model) {
   }
   if (subcode_cpu_->talker_hidden() != hidden_ || subcode_cpu_->steps() != config_.groups - 1)
     throw std::runtime_error("the subcode graph does not fit the talker (hidden width or code groups)");
-  subcode_runtime_ = "subcode_cpu, " + std::to_string(subcode_cpu_->threads()) + " threads";
+  subcode_runtime_ = std::string("subcode_cpu, ") + subcode_cpu_->kernels().name + ", " +
+                     std::to_string(subcode_cpu_->threads()) + " threads";
   return true;
 }
 

@@ -7,12 +7,9 @@
 #include <numeric>
 #include <stdexcept>
 
-#include <immintrin.h>
-
 #include <openvino/op/constant.hpp>
 
 #include "qwen3tts/int4_linear.hpp"
-#include "qwen3tts/vnni.hpp"
 
 namespace qwen3tts {
 
@@ -63,16 +60,16 @@ class NamedWeights {
     return {q, scale};
   }
 
-  std::unique_ptr<QuantizedMatrix> matrix(const std::string& name) const {
+  std::unique_ptr<QuantizedMatrix> matrix(const std::string& name, const Kernels& kernels) const {
     auto [q, scale] = compressed(name);
-    if (q->get_element_type() == ov::element::i4) return std::make_unique<Int4Weights>(*q, *scale);
-    if (q->get_element_type() == ov::element::i8) return std::make_unique<Int8Weights>(*q, *scale);
+    if (q->get_element_type() == ov::element::i4) return std::make_unique<Int4Weights>(*q, *scale, kernels);
+    if (q->get_element_type() == ov::element::i8) return std::make_unique<Int8Weights>(*q, *scale, kernels);
     throw std::invalid_argument("subcode." + name + " is neither INT4 nor INT8");
   }
 
-  std::unique_ptr<Int8Weights> table(const std::string& name) const {
+  std::unique_ptr<Int8Weights> table(const std::string& name, const Kernels& kernels) const {
     auto [q, scale] = compressed(name);
-    return std::make_unique<Int8Weights>(*q, *scale);  // throws unless INT8
+    return std::make_unique<Int8Weights>(*q, *scale, kernels);  // throws unless INT8
   }
 
  private:
@@ -91,27 +88,25 @@ void require(bool ok, const std::string& what) {
   if (!ok) throw std::invalid_argument("subcode graph: " + what);
 }
 
-// Σ a·b over n values, 16 lanes at a time (n is a multiple of 16: every width of the model is).
-QWEN3TTS_VNNI float dot(const float* a, const float* b, int64_t n) {
-  __m512 sum = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) sum = _mm512_fmadd_ps(_mm512_loadu_ps(a + i), _mm512_loadu_ps(b + i), sum);
-  return _mm512_reduce_add_ps(sum);
-}
+// The loops between products are compiled for the baseline x86-64 (no FMA contraction), the
+// same code whichever kernels multiply: only the products and dot products are the
+// instruction set's, and those give the same numbers on every one (kernels.hpp).
 
-// weight · x / sqrt(mean(x²) + eps) over n values (ops.rms_norm).
-QWEN3TTS_VNNI void rms_norm(const float* x, const float* weight, int64_t n, float eps, float* out) {
-  const float inverse = 1.0f / std::sqrt(dot(x, x, n) / static_cast<float>(n) + eps);
+// weight · x / sqrt(mean(x²) + eps) over n values (ops.rms_norm), n a multiple of 16.
+void rms_norm(const Kernels& k, const float* x, const float* weight, int64_t n, float eps, float* out) {
+  const float inverse = 1.0f / std::sqrt(k.dot(x, x, n) / static_cast<float>(n) + eps);
   for (int64_t i = 0; i < n; ++i) out[i] = weight[i] * (x[i] * inverse);
 }
 
 // y += x over n values.
-QWEN3TTS_VNNI void add(const float* x, int64_t n, float* y) {
+void add(const float* x, int64_t n, float* y) {
   for (int64_t i = 0; i < n; ++i) y[i] += x[i];
 }
 
 }  // namespace
 
-SubcodeCpu::SubcodeCpu(const ov::Model& model, int threads) : team_(threads) {
+SubcodeCpu::SubcodeCpu(const ov::Model& model, int threads, const Kernels& kernels)
+    : kernels_(kernels), team_(threads) {
   require(rt_info<std::string>(model, "weight_names") == "1", "unknown weight_names version");
   const NamedWeights w(model);
   const int64_t layers = rt_info<int64_t>(model, "layers");
@@ -128,7 +123,8 @@ SubcodeCpu::SubcodeCpu(const ov::Model& model, int threads) : team_(threads) {
   for (int64_t i = 0; i < layers; ++i) {
     const std::string p = "layer" + std::to_string(i) + ".";
     Layer l{w.vector(p + "input_norm"), w.vector(p + "q_norm"), w.vector(p + "k_norm"), w.vector(p + "post_norm"),
-            w.matrix(p + "qkv"), w.matrix(p + "o"), w.matrix(p + "gate_up"), w.matrix(p + "down")};
+            w.matrix(p + "qkv", kernels), w.matrix(p + "o", kernels), w.matrix(p + "gate_up", kernels),
+            w.matrix(p + "down", kernels)};
     intermediate_ = l.gate_up->rows() / 2;
     require(static_cast<int64_t>(l.q_norm.size()) == head_dim_ && static_cast<int64_t>(l.k_norm.size()) == head_dim_ &&
                 static_cast<int64_t>(l.input_norm.size()) == hidden_ && static_cast<int64_t>(l.post_norm.size()) == hidden_,
@@ -140,11 +136,11 @@ SubcodeCpu::SubcodeCpu(const ov::Model& model, int threads) : team_(threads) {
     layers_.push_back(std::move(l));
   }
   for (int64_t g = 0; w.has("head" + std::to_string(g)); ++g) {
-    heads_.push_back(w.matrix("head" + std::to_string(g)));
-    tables_.push_back(w.table("embedding" + std::to_string(g)));
+    heads_.push_back(w.matrix("head" + std::to_string(g), kernels));
+    tables_.push_back(w.table("embedding" + std::to_string(g), kernels));
   }
   require(!heads_.empty(), "no output heads");
-  tables_.push_back(w.table("talker_embedding"));
+  tables_.push_back(w.table("talker_embedding", kernels));
   vocab_ = heads_[0]->rows();
   talker_hidden_ = tables_.back()->cols();
   for (size_t g = 0; g < heads_.size(); ++g)
@@ -152,7 +148,7 @@ SubcodeCpu::SubcodeCpu(const ov::Model& model, int threads) : team_(threads) {
                 tables_[g]->cols() == talker_hidden_,
             "head and table shapes");
   if (w.has("projection")) {
-    projection_ = w.matrix("projection");
+    projection_ = w.matrix("projection", kernels);
     projection_bias_ = w.vector("projection_bias");
     require(projection_->cols() == talker_hidden_ && projection_->rows() == hidden_ &&
                 static_cast<int64_t>(projection_bias_.size()) == hidden_, "projection shape");
@@ -205,7 +201,7 @@ void SubcodeCpu::prepare(int64_t rows) {
 
 void SubcodeCpu::product(int rank, const QuantizedMatrix& w, const float* x, int64_t n, float* y) {
   QuantizedRows& q = work_.quantized[rank];  // each member quantizes the same rows: less than a barrier
-  quantize_rows(x, n, w.cols(), w.group(), q);
+  quantize_rows(kernels_, x, n, w.cols(), w.group(), q);
   w.multiply_part(q, y, rank, team_.size());
   team_.barrier();
 }
@@ -224,8 +220,7 @@ void SubcodeCpu::project(int rank, int64_t n) {
   team_.barrier();
 }
 
-QWEN3TTS_VNNI void SubcodeCpu::attend(const Layer& layer, int64_t index, int64_t rows, int64_t first,
-                                      int64_t count) {
+void SubcodeCpu::attend(const Layer& layer, int64_t index, int64_t rows, int64_t first, int64_t count) {
   Work& w = work_;
   const int64_t d = head_dim_, half = d / 2, positions = steps() + 1, width = (heads_count_ + 2 * kv_heads_) * d;
   const int64_t group = heads_count_ / kv_heads_;
@@ -247,7 +242,7 @@ QWEN3TTS_VNNI void SubcodeCpu::attend(const Layer& layer, int64_t index, int64_t
     for (int64_t i = 0; i < count; ++i) {  // this step's keys and values into the cache
       const float* row = w.qkv.data() + (r * count + i) * width;
       for (int64_t j = 0; j < kv_heads_; ++j) {
-        rms_norm(row + (heads_count_ + j) * d, layer.k_norm.data(), d, eps_, normed);
+        rms_norm(kernels_, row + (heads_count_ + j) * d, layer.k_norm.data(), d, eps_, normed);
         rotate(normed, first + i, 1.0f, keys + (j * positions + first + i) * d);
         std::copy_n(row + (heads_count_ + kv_heads_ + j) * d, d, values + (j * positions + first + i) * d);
       }
@@ -257,13 +252,13 @@ QWEN3TTS_VNNI void SubcodeCpu::attend(const Layer& layer, int64_t index, int64_t
       const float* row = w.qkv.data() + (r * count + i) * width;
       float* out = w.attention.data() + (r * count + i) * heads_count_ * d;
       for (int64_t h = 0; h < heads_count_; ++h) {
-        rms_norm(row + h * d, layer.q_norm.data(), d, eps_, normed);
+        rms_norm(kernels_, row + h * d, layer.q_norm.data(), d, eps_, normed);
         rotate(normed, position, scale, q);
         const float* k = keys + (h / group) * positions * d;
         const float* v = values + (h / group) * positions * d;
         float max = -std::numeric_limits<float>::infinity();
         for (int64_t t = 0; t < seen; ++t) {
-          scores[t] = dot(q, k + t * d, d);
+          scores[t] = kernels_.dot(q, k + t * d, d);
           max = std::max(max, scores[t]);
         }
         float total = 0.0f;
@@ -286,7 +281,7 @@ void SubcodeCpu::layers(int rank, int64_t rows, int64_t first, int64_t count) {
   const int64_t n = rows * count;
   auto norm_rows = [&](const std::vector<float>& weight) {
     for (int64_t r = 0; r < n; ++r)
-      rms_norm(w.x.data() + r * hidden_, weight.data(), hidden_, eps_, w.normed.data() + r * hidden_);
+      rms_norm(kernels_, w.x.data() + r * hidden_, weight.data(), hidden_, eps_, w.normed.data() + r * hidden_);
   };
   for (size_t index = 0; index < layers_.size(); ++index) {
     const Layer& l = layers_[index];
@@ -320,7 +315,7 @@ void SubcodeCpu::head(int rank, int64_t rows, int64_t count, int64_t step) {
   Work& w = work_;
   if (rank == 0)
     for (int64_t r = 0; r < rows; ++r)
-      rms_norm(w.x.data() + (r * count + count - 1) * hidden_, final_norm_.data(), hidden_, eps_,
+      rms_norm(kernels_, w.x.data() + (r * count + count - 1) * hidden_, final_norm_.data(), hidden_, eps_,
                w.last.data() + r * hidden_);
   team_.barrier();
   product(rank, *heads_[step], w.last.data(), rows, w.logits.data());

@@ -4,9 +4,9 @@
 // weights per core: it decompresses them to f32 and runs an f32 kernel, so it is bound by
 // arithmetic, not by memory, and a decode step (talker, subcode: one row per stream) spends
 // most of its time there. This kernel quantizes the activations to int8 per weight group
-// (as the plugin's dynamic quantization does) and multiplies with AVX-512 VNNI byte dot
-// products straight from 4-bit weights repacked for it, reading the weights at the memory's
-// rate. `use_int4_linear` swaps it in for every MatMul of a graph whose weights are INT4
+// (as the plugin's dynamic quantization does) and multiplies with byte dot products (AVX-512
+// VNNI, or AVX2's multiply-adds: kernels.hpp) straight from 4-bit weights repacked for it,
+// reading the weights at the memory's rate. `use_int4_linear` swaps it in for every MatMul of a graph whose weights are INT4
 // (nncf's symmetric group-wise pattern); everything else stays OpenVINO's.
 #pragma once
 
@@ -29,7 +29,8 @@ namespace qwen3tts {
 class Int4Weights : public QuantizedMatrix {
  public:
   // From nncf's constants: q [N, K/group, group] i4 and scale [N, K/group, 1] (f16 or f32).
-  Int4Weights(const ov::op::v0::Constant& q, const ov::op::v0::Constant& scale);
+  Int4Weights(const ov::op::v0::Constant& q, const ov::op::v0::Constant& scale,
+              const Kernels& kernels = best_kernels());
   // y [m, N] = x [m, K] · Wᵀ, x quantized to int8 per row and group, over TBB's threads
   // (the CPU plugin's: this is a node of its graph).
   void multiply(const float* x, int64_t m, float* y) const;
@@ -57,7 +58,7 @@ class Int4Linear : public ov::op::Op {
 };
 
 // Replaces each MatMul x · Wᵀ whose W is nncf's INT4 decompression of a constant by an
-// Int4Linear; returns how many it replaced.
-int use_int4_linear(const std::shared_ptr<ov::Model>& model);
+// Int4Linear multiplying with `kernels`; returns how many it replaced.
+int use_int4_linear(const std::shared_ptr<ov::Model>& model, const Kernels& kernels = best_kernels());
 
 }  // namespace qwen3tts

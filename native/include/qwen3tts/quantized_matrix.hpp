@@ -1,8 +1,9 @@
-// Weight matrices multiplied with int8 activations by AVX-512 VNNI byte dot products, the
-// runner's own products (docs/OPENVINO.md §10): the activations are quantized to int8 per
-// group of inputs (as the CPU plugin's dynamic quantization does), the weights stay as nncf
-// stored them (INT4 group-wise, int4_linear.hpp, or INT8 per row, here), repacked for the
-// kernel. A product can be split by output blocks over the members of a ThreadTeam.
+// Weight matrices multiplied with int8 activations by byte dot products, the runner's own
+// products (docs/OPENVINO.md §10): the activations are quantized to int8 per group of inputs
+// (as the CPU plugin's dynamic quantization does), the weights stay as nncf stored them (INT4
+// group-wise, int4_linear.hpp, or INT8 per row, here), repacked for the kernels of one
+// instruction set (kernels.hpp). A product can be split by output blocks over the members of
+// a ThreadTeam.
 #pragma once
 
 #include <cstdint>
@@ -10,10 +11,9 @@
 
 #include <openvino/op/constant.hpp>
 
-namespace qwen3tts {
+#include "qwen3tts/kernels.hpp"
 
-// Output rows side by side in one block: one int32/f32 lane of a 512-bit register each.
-constexpr int64_t kBlockRows = 16;
+namespace qwen3tts {
 
 // Activations [m, K] as int8 per group: values, one scale per row and group (max|x|/127),
 // and Σ values per row and group (the weights are stored unsigned, as q + offset, which adds
@@ -26,7 +26,7 @@ struct QuantizedRows {
 };
 
 // x [m, cols] quantized into `out` (its buffers reused); cols a multiple of group, group of 16.
-void quantize_rows(const float* x, int64_t m, int64_t cols, int64_t group, QuantizedRows& out);
+void quantize_rows(const Kernels& kernels, const float* x, int64_t m, int64_t cols, int64_t group, QuantizedRows& out);
 
 // A matrix the kernels multiply: y [m, rows] = x [m, cols] · Wᵀ.
 class QuantizedMatrix {
@@ -36,12 +36,16 @@ class QuantizedMatrix {
   int64_t cols() const { return cols_; }
   // The group the activations are quantized by for this matrix.
   int64_t group() const { return group_; }
+  // The instruction set's kernels this matrix is multiplied by.
+  const Kernels& kernels() const { return *kernels_; }
   // The output blocks of part `part` of `parts` (rows split by whole blocks, evenly): every
   // part of one product may run at once, each on its own thread.
   virtual void multiply_part(const QuantizedRows& x, float* y, int part, int parts) const = 0;
 
  protected:
+  explicit QuantizedMatrix(const Kernels& kernels) : kernels_(&kernels) {}
   int64_t rows_ = 0, cols_ = 0, group_ = 0;
+  const Kernels* kernels_;
 };
 
 // Weights [N, K], INT8 symmetric with one scale per row (nncf's INT8_SYM), stored as q + 128
@@ -50,7 +54,8 @@ class Int8Weights : public QuantizedMatrix {
  public:
   // From nncf's constants: q [N, K] i8 and scale [N, 1] (f16 or f32). The activations are
   // quantized per group of 128 inputs (or of K, if 128 does not divide it).
-  Int8Weights(const ov::op::v0::Constant& q, const ov::op::v0::Constant& scale);
+  Int8Weights(const ov::op::v0::Constant& q, const ov::op::v0::Constant& scale,
+              const Kernels& kernels = best_kernels());
   void multiply_part(const QuantizedRows& x, float* y, int part, int parts) const override;
   // Row n dequantized, q · scale: an embedding table's lookup.
   void row(int64_t n, float* out) const;
@@ -59,8 +64,5 @@ class Int8Weights : public QuantizedMatrix {
   std::vector<uint8_t> bytes_;  // [N/16][K/4][64]
   std::vector<float> scales_;   // [N]
 };
-
-// Whether this CPU runs the kernels (AVX-512 with VNNI).
-bool vnni_supported();
 
 }  // namespace qwen3tts

@@ -1,7 +1,7 @@
 // The code predictor (docs/MODEL.md §4) run by the runner itself on a CPU: the same
 // computation as the subcode graph (wyoming_qwen3tts/convert/subcode.py) — 15 steps of a
 // small transformer over ≤ 16 positions, with sampling — from that graph's own INT4/INT8
-// weights, with the runner's VNNI products (quantized_matrix.hpp) on a ThreadTeam.
+// weights, with the runner's int8 products (quantized_matrix.hpp) on a ThreadTeam.
 //
 // Why: a frame's subcode call is ~300 dependent matrix products at batch 1 and ~1500 small
 // nodes. In the CPU plugin each product hands its work to the pool's second thread, which
@@ -42,13 +42,15 @@ class SubcodeCpu {
   // From the subcode graph's weights, found by the names convert/subcode.py gives them, and
   // its rt_info. Throws std::invalid_argument if the graph has no such names (converted by
   // an older version) or a weight is not nncf's INT4 group-wise or INT8 per-row pattern
-  // (an fp16/fp32 conversion): the runner then compiles the graph instead.
-  SubcodeCpu(const ov::Model& model, int threads);
+  // (an fp16/fp32 conversion): the runner then compiles the graph instead. `kernels`: the
+  // instruction set of its products and dot products (any gives the same numbers).
+  SubcodeCpu(const ov::Model& model, int threads, const Kernels& kernels = best_kernels());
 
   int64_t steps() const { return static_cast<int64_t>(heads_.size()); }
   int64_t talker_hidden() const { return talker_hidden_; }
   int64_t vocab() const { return vocab_; }
   int threads() const { return team_.size(); }
+  const Kernels& kernels() const { return kernels_; }
   // One call of the graph; throws std::invalid_argument for a code0 outside the talker's
   // codec table. first_logits (tests): the first step's logits [rows × vocab], if given.
   void run(const SubcodeBatch& batch, std::vector<float>* first_logits = nullptr);
@@ -89,6 +91,7 @@ class SubcodeCpu {
   int64_t talker_hidden_ = 0, hidden_ = 0, heads_count_ = 0, kv_heads_ = 0, head_dim_ = 0, intermediate_ = 0,
           vocab_ = 0;
   float eps_ = 0;
+  const Kernels& kernels_;
   std::vector<float> cos_, sin_;  // [position][head dim / 2] RoPE at positions 0..steps
   ThreadTeam team_;
   Work work_;

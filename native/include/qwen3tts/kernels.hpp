@@ -1,0 +1,54 @@
+// The runner's own arithmetic for one instruction set: int8 activation quantization, the
+// INT8 and INT4 weight products, and float dot products (docs/OPENVINO.md §10).
+//
+// The same kernel source is compiled once per instruction set (kernels.cpp): AVX-512 VNNI
+// (Xeons, Zen 4) and AVX2 (every x86-64 CPU since 2013; N100-class mini PCs have no AVX-512).
+// Both compute the same integer dot products exactly and sum them in the same order, so a
+// product gives the same floats on either: the AVX2 path emulates VNNI's u8·s8 dot products
+// with 16-bit multiply-adds that cannot saturate for these operands.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace qwen3tts {
+
+struct QuantizedRows;
+
+// The weights' layout: blocks of 16 output rows side by side (one 32-bit lane each), as
+// 64-byte lines of 4 INT8 inputs per row, or 8 INT4 inputs (each byte holds inputs k and k+4).
+constexpr int64_t kBlockRows = 16;
+constexpr int64_t kInt8LineInputs = 4;
+constexpr int64_t kInt4LineInputs = 8;
+
+// An instruction set the kernels are compiled for, fastest first.
+enum class Isa { avx512_vnni, avx2 };
+
+struct Kernels {
+  Isa isa;
+  const char* name;
+  // x [cols] quantized to int8 per group of `group` inputs: values q, scale max|x|/127 and Σq per group.
+  void (*quantize)(const float* x, int64_t cols, int64_t group, int8_t* q, float* scales, int32_t* sums);
+  // y[r, 16·b ...] for every activation row r and the 16-row INT8 blocks [begin, end): bytes
+  // [blocks][K/4][64] (q + 128), scales [N]; y rows `stride_y` apart.
+  void (*int8_blocks)(const uint8_t* bytes, const float* scales, const QuantizedRows& x, int64_t begin, int64_t end,
+                      int64_t stride_y, float* y);
+  // The same for INT4: nibbles [blocks][K/8][64] (q + 8), scales [blocks][K/group][16].
+  void (*int4_blocks)(const uint8_t* nibbles, const float* scales, const QuantizedRows& x, int64_t begin, int64_t end,
+                      int64_t stride_y, float* y);
+  // Σ a·b over n values, n a multiple of 16.
+  float (*dot)(const float* a, const float* b, int64_t n);
+};
+
+// The instruction sets this CPU runs, fastest first (empty: neither AVX2 nor AVX-512 VNNI).
+std::vector<Isa> supported_isas();
+// The kernels of `isa`; throws std::runtime_error if this CPU does not run them.
+const Kernels& kernels(Isa isa);
+// The fastest kernels this CPU runs; throws std::runtime_error if it runs none.
+const Kernels& best_kernels();
+// "avx512_vnni" or "avx2", and back (std::invalid_argument for another name).
+const char* isa_name(Isa isa);
+Isa isa_from_name(const std::string& name);
+
+}  // namespace qwen3tts
