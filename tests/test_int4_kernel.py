@@ -176,18 +176,37 @@ def run_greedy_request(sched: Scheduler, model: LoadedModel, frames: int) -> np.
 
 def test_runner_swaps_the_kernel_into_every_int4_product(int4_dir):
     """With the kernel, every INT4 product of the talker and subcode runs it (none with it
-    off), and requests run to their end."""
+    off, nor by default at f32 precision), and requests run to their end."""
     model = LoadedModel(int4_dir, precision="f32", kv_precision="u8")
     core = ov.Core()
     expected = sum(len(int4_products(core.read_model(int4_dir / f"{g}.xml"))) for g in ("talker", "subcode"))
     assert expected > 0
-    for kernel in (True, False):
-        sched = Scheduler(model, EngineConfig(kv_blocks=64, max_frames=12, int4_kernel=kernel))
+    for kernel in (True, False, None):
+        config = EngineConfig(kv_blocks=64, max_frames=12, int4_kernel=kernel, subcode_runtime="openvino")
+        sched = Scheduler(model, config)
         try:
             assert sched.runner.int4_products == (expected if kernel else 0)
             assert run_greedy_request(sched, model, 12).shape == (12, 16)
         finally:
             sched.close()
+
+
+def test_auto_uses_the_kernel_unless_the_precision_is_f32(int4_dir):
+    """engine.int4_kernel null (the default): the runner's kernel in the talker at auto
+    precision, OpenVINO's at f32 (the exact path), never in the Python runner."""
+    assert EngineConfig().int4_kernel is None
+    assert EngineConfig().native_int4("auto") and not EngineConfig().native_int4("f32")
+    assert EngineConfig(int4_kernel=True).native_int4("f32") and not EngineConfig(int4_kernel=False).native_int4("auto")
+    assert not EngineConfig(runner="python", int4_kernel=True).native_int4("auto")
+    model = LoadedModel(int4_dir, precision="auto", kv_precision="u8")
+    sched = Scheduler(model, EngineConfig(kv_blocks=64, max_frames=12))
+    try:
+        talker = len(int4_products(ov.Core().read_model(int4_dir / "talker.xml")))
+        assert sched.runner.subcode_runtime.startswith("subcode_cpu")  # the subcode graph is not compiled
+        assert sched.runner.int4_products == talker > 0
+        assert run_greedy_request(sched, model, 12).shape == (12, 16)
+    finally:
+        sched.close()
 
 
 def test_runner_leaves_int8_graphs_to_openvino(converted_factory):

@@ -114,17 +114,11 @@ def test_describe_lists_every_speaker_with_streaming(server):
     assert info.to_dict() == again.to_dict() and took < 1.0
 
 
-@pytest.fixture(scope="module")
-def unheld_server(server):
-    """The same engine behind a second port that never holds a sentence's start (holdback 0)."""
-    slot = ServiceSlot(service=server.service, settings=replace(server.service.settings, holdback_s=0.0))
-    other = Server(server.service, slot)
-    yield other
-    other.close()
-
-
-def test_one_shot_streams_frames_as_they_decode(unheld_server):
-    reply = run(synthesize(unheld_server.uri, "Hello there, how are you?", voice="ryan"))
+def test_one_shot_streams_frames_as_they_decode(server):
+    """One-shot responses are never held back (Home Assistant's one-shot reader plays nothing
+    before audio-stop): each codec call goes out as it is decoded, whatever server.holdback_s."""
+    assert server.service.settings.holdback_s > 0
+    reply = run(synthesize(server.uri, "Hello there, how are you?", voice="ryan"))
     assert reply.events.count("audio-start") == 1 and reply.events.count("audio-stop") == 1
     assert reply.events[0] == "audio-start" and reply.events[-1] == "audio-stop"
     chunks = reply.events.count("audio-chunk")

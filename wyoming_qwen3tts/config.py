@@ -101,7 +101,7 @@ class ServerSettings:
     loading_wait: float = 30.0  # seconds a request arriving while the model loads waits for it
     profile: bool = False  # log every request's first-audio timing at info, and their medians at shutdown
     text_feeding: str = "word"  # streamed text: "word" (a sentence starts with its first words) or "sentence"
-    holdback_s: float = 0.5  # word feeding: the longest the start of a sentence's audio is held against underrun
+    holdback_s: float = 0.5  # streamed requests: the longest a sentence's audio start is held against underrun
 
     def validate(self) -> None:
         _check_uri(self.uri)

@@ -87,8 +87,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="inference threads of each implementation")
     parser.add_argument("--runner", choices=RUNNERS, default="native", help="our step loop")
-    parser.add_argument("--int4-kernel", choices=("on", "off"), default="off",
-                        help="INT4 weights by the native runner's own kernel (engine.int4_kernel) or OpenVINO's")
+    parser.add_argument("--int4-kernel", choices=("auto", "on", "off"), default="auto",
+                        help="INT4 weights by the native runner's own kernel (engine.int4_kernel), OpenVINO's, or "
+                             "auto: its own unless --precision f32")
     parser.add_argument("--subcode-runtime", choices=SUBCODE_RUNTIMES, default="auto",
                         help="the code predictor by the native runner's own threads and kernels, OpenVINO's "
                              "subcode graph, or auto: native unless --precision f32 (engine.subcode_runtime)")
@@ -159,8 +160,8 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> Report:
     contention = Contention.start()  # from here on, every figure is a measurement
     work = Workload(args.text, args.speaker, args.language, args.frames, args.runs)
     setup = EngineSetup(runner=args.runner, precision=args.precision, threads=args.threads,
-                        max_batch=max(args.streams), int4_kernel=args.int4_kernel == "on",
-                        subcode_runtime=args.subcode_runtime)
+                        max_batch=max(args.streams), subcode_runtime=args.subcode_runtime,
+                        int4_kernel={"auto": None, "on": True, "off": False}[args.int4_kernel])
     bandwidth = read_bandwidth(args.bandwidth_mb)
     log.info("read bandwidth: %s GB/s", ", ".join(f"{n} thread(s) {s.text()}" for n, s in bandwidth.gb_per_s.items()))
     ours = merged([run_isolated(bench_ours, converted, work, group, setup) for group in process_groups(args.streams)])

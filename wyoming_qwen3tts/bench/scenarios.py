@@ -52,7 +52,7 @@ class EngineSetup:
     first_chunk: int = 1
     steady_chunk: int = 8
     max_batch: int = 8  # the engine's batch and queue limit, the same in every process (the most streams)
-    int4_kernel: bool = False  # engine.int4_kernel: the native runner's own INT4 products
+    int4_kernel: bool | None = None  # engine.int4_kernel: the native runner's own INT4 products (None: auto)
     subcode_runtime: str = "auto"  # engine.subcode_runtime: the native runner's own code predictor or OpenVINO's
 
 

@@ -28,7 +28,9 @@ class EngineConfig:
     first_chunk: int = 1  # frames in a stream's first codec call: first audio after one frame
     steady_chunk: int = 8  # frames per codec call after that (fewer, larger calls)
     runner: str = "native"  # the step loop: native (C++) or python (the reference, for debugging)
-    int4_kernel: bool = False  # native runner: INT4 weights multiplied by its own kernel (CPU with AVX-512 VNNI)
+    # native runner: INT4 weights of the CPU graphs multiplied by its own kernel (true), by
+    # OpenVINO's (false), or None (auto): its own unless the precision is f32 (OpenVINO's numbers)
+    int4_kernel: bool | None = None
     # native runner: who runs the code predictor on a CPU — its own threads and kernels (native),
     # OpenVINO's subcode graph, or auto: native unless the precision is f32 (OpenVINO's numbers)
     subcode_runtime: str = "auto"
@@ -51,6 +53,13 @@ class EngineConfig:
                              f"{', '.join(SUBCODE_RUNTIMES)}")
         if self.request_timeout < 0:
             raise ValueError(f"engine.request_timeout must be >= 0, got {self.request_timeout!r}")
+
+    def native_int4(self, precision: str) -> bool:
+        """Whether the native runner should multiply INT4 weights with its own kernel, for a model
+        loaded with this precision setting (the runner still leaves them to OpenVINO where the
+        CPU runs none of its kernels' instruction sets)."""
+        chosen = self.int4_kernel if self.int4_kernel is not None else precision != "f32"
+        return self.runner == "native" and chosen
 
     def native_subcode(self, precision: str) -> bool:
         """Whether the native runner should run the code predictor itself, for a model loaded

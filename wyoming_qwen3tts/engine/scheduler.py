@@ -100,7 +100,8 @@ def open_batch(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule
     if config.subcode_runtime == "native" and config.runner != "native":
         log.warning("subcode_runtime native is a native runner feature: the %s runner uses OpenVINO's subcode graph",
                     config.runner)
-    runner: Runner = (NativeRunner(model, schedule, config.int4_kernel, config.native_subcode(model.precision))
+    runner: Runner = (NativeRunner(model, schedule, config.native_int4(model.precision),
+                                   config.native_subcode(model.precision))
                       if config.runner == "native"
                       else PythonRunner(model, schedule))
     num_blocks = config.kv_blocks or max(1, config.kv_cache_mb * 2**20 // runner.kv_block_bytes)

@@ -66,8 +66,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "to its first audio, step by step, and the medians at shutdown")
     parser.add_argument("--text-feeding", choices=TEXT_FEEDING, help="streamed text: word (a sentence starts with its "
                         "first words; default) or sentence (waits for each sentence's end)")
-    parser.add_argument("--holdback", type=float, help="word feeding: most seconds a sentence's audio start is held "
-                        "against running dry (default 0.5)")
+    parser.add_argument("--holdback", type=float, help="streamed requests: most seconds a sentence's audio start is "
+                        "held against running dry (default 0.5; one-shot requests are never held)")
     parser.add_argument("--debug", action="store_true")
     parser.add_argument("--version", action="version", version=__version__)
     return parser.parse_args(argv)

@@ -160,8 +160,12 @@ class TtsHandler(AsyncEventHandler):
         log.debug("%s: %s, voice %s", label, "streaming" if streaming else "one-shot", name or "(default)")
         settings = self.slot.settings
         words = streaming and settings.text_feeding == "word"
+        # Only a streamed response is played as it arrives (Home Assistant's streaming reader);
+        # its one-shot reader plays nothing before audio-stop, so holding a one-shot start would
+        # delay its first audio without preventing any gap a listener hears.
+        holdback = Holdback(settings.holdback_s if streaming else 0.0)
         speech = Speech(lambda: self._synth(label, name, language, words), self._send, settings.samples_per_chunk,
-                        streaming, label, self.slot.profile, Holdback(settings.holdback_s))
+                        streaming, label, self.slot.profile, holdback)
         if self.slot.stopping:
             speech.fail(SpeechError("the server is shutting down", "ShuttingDown"))
         elif self.slot.catalogue is not None:
