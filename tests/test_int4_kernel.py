@@ -195,9 +195,12 @@ def test_auto_uses_the_kernel_unless_the_precision_is_f32(int4_dir):
     """engine.int4_kernel null (the default): the runner's kernel in the talker at auto
     precision, OpenVINO's at f32 (the exact path), never in the Python runner."""
     assert EngineConfig().int4_kernel is None
-    assert EngineConfig().native_int4("auto") and not EngineConfig().native_int4("f32")
-    assert EngineConfig(int4_kernel=True).native_int4("f32") and not EngineConfig(int4_kernel=False).native_int4("auto")
-    assert not EngineConfig(runner="python", int4_kernel=True).native_int4("auto")
+    auto = EngineConfig()
+    assert auto.native_int4("auto", "f32") and not auto.native_int4("f32", "f32")
+    assert not auto.native_int4("auto", "bf16") and not auto.native_int4("bf16", "bf16")  # the kernel computes f32
+    assert EngineConfig(int4_kernel=True).native_int4("f32", "f32")
+    assert not EngineConfig(int4_kernel=False).native_int4("auto", "f32")
+    assert not EngineConfig(runner="python", int4_kernel=True).native_int4("auto", "f32")
     model = LoadedModel(int4_dir, precision="auto", kv_precision="u8")
     sched = Scheduler(model, EngineConfig(kv_blocks=64, max_frames=12))
     try:

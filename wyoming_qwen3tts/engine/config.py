@@ -29,7 +29,8 @@ class EngineConfig:
     steady_chunk: int = 8  # frames per codec call after that (fewer, larger calls)
     runner: str = "native"  # the step loop: native (C++) or python (the reference, for debugging)
     # native runner: INT4 weights of the CPU graphs multiplied by its own kernel (true), by
-    # OpenVINO's (false), or None (auto): its own unless the precision is f32 (OpenVINO's numbers)
+    # OpenVINO's (false), or None (auto): its own for an f32 talker unless the precision setting is
+    # f32 (OpenVINO's numbers)
     int4_kernel: bool | None = None
     # native runner: who runs the code predictor on a CPU — its own threads and kernels (native),
     # OpenVINO's subcode graph, or auto: native unless the precision is f32 (OpenVINO's numbers)
@@ -54,12 +55,13 @@ class EngineConfig:
         if self.request_timeout < 0:
             raise ValueError(f"engine.request_timeout must be >= 0, got {self.request_timeout!r}")
 
-    def native_int4(self, precision: str) -> bool:
+    def native_int4(self, precision: str, talker_precision: str) -> bool:
         """Whether the native runner should multiply INT4 weights with its own kernel, for a model
-        loaded with this precision setting (the runner still leaves them to OpenVINO where the
-        CPU runs none of its kernels' instruction sets)."""
-        chosen = self.int4_kernel if self.int4_kernel is not None else precision != "f32"
-        return self.runner == "native" and chosen
+        loaded with this precision setting whose talker computes in `talker_precision` (auto:
+        only an f32 talker, the kernel's own precision, and not the exact path; the runner still
+        leaves them to OpenVINO where the CPU runs none of its kernels' instruction sets)."""
+        auto = precision != "f32" and talker_precision == "f32"
+        return self.runner == "native" and (self.int4_kernel if self.int4_kernel is not None else auto)
 
     def native_subcode(self, precision: str) -> bool:
         """Whether the native runner should run the code predictor itself, for a model loaded

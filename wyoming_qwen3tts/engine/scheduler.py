@@ -100,7 +100,7 @@ def open_batch(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule
     if config.subcode_runtime == "native" and config.runner != "native":
         log.warning("subcode_runtime native is a native runner feature: the %s runner uses OpenVINO's subcode graph",
                     config.runner)
-    runner: Runner = (NativeRunner(model, schedule, config.native_int4(model.precision),
+    runner: Runner = (NativeRunner(model, schedule, config.native_int4(model.precision, model.precisions["talker"]),
                                    config.native_subcode(model.precision))
                       if config.runner == "native"
                       else PythonRunner(model, schedule))
