@@ -89,7 +89,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--runner", choices=RUNNERS, default="native", help="our step loop")
     parser.add_argument("--int4-kernel", choices=("auto", "on", "off"), default="auto",
                         help="INT4 weights by the native runner's own kernel (engine.int4_kernel), OpenVINO's, or "
-                             "auto: its own unless --precision f32")
+                             "auto: its own for an f32 talker unless --precision f32")
     parser.add_argument("--subcode-runtime", choices=SUBCODE_RUNTIMES, default="auto",
                         help="the code predictor by the native runner's own threads and kernels, OpenVINO's "
                              "subcode graph, or auto: native unless --precision f32 (engine.subcode_runtime)")

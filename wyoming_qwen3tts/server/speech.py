@@ -5,7 +5,7 @@ text), its sentences are submitted to the engine a few ahead of the one being se
 (sentence n+1 generates while n streams out), and every engine chunk goes out as soon as
 it is decoded. With word-level feeding (streamed text, server.text_feeding: word) a sentence
 goes to the engine with its first words, as an utterance that grows as the rest arrives
-(engine/utterance.py). The start of a sentence's audio may be held back a little
+(engine/utterance.py). The start of a streamed response's sentence may be held back a little
 (holdback.py) so that the client's playback does not run dry mid-word: a slow CPU, text that
 is still being written, or the wait for the second codec chunk.
 A response always has exactly one audio-start and one audio-stop (Home Assistant's one-shot
