@@ -73,9 +73,11 @@ QWEN3TTS_TARGET inline F fabs(F a) {
   const __m256 mask = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF));
   return {_mm256_and_ps(a.lo, mask), _mm256_and_ps(a.hi, mask)};
 }
+// In _mm512_reduce_max_ps's order and operand order too (max returns its second operand when
+// either is NaN), so that even a NaN activation gives both copies the same scale.
 QWEN3TTS_TARGET inline float reduce_max(F a) {
-  const __m256 m = _mm256_max_ps(a.lo, a.hi);
-  __m128 v = _mm_max_ps(_mm256_castps256_ps128(m), _mm256_extractf128_ps(m, 1));
+  const __m256 m = _mm256_max_ps(a.hi, a.lo);
+  __m128 v = _mm_max_ps(_mm256_extractf128_ps(m, 1), _mm256_castps256_ps128(m));
   v = _mm_max_ps(v, _mm_movehl_ps(v, v));
   return _mm_cvtss_f32(_mm_max_ss(v, _mm_shuffle_ps(v, v, 1)));
 }
