@@ -49,6 +49,10 @@ def test_every_ci_host_runs_the_kernels():
     OpenVINO everywhere and the kernel tests below would test nothing."""
     assert "avx2" in ISAS, ISAS
     assert ISAS[0] in ("avx512_vnni", "avx2")
+    with open("/proc/cpuinfo") as cpuinfo:
+        flags = set(next(line for line in cpuinfo if line.startswith("flags")).split(":")[1].split())
+    # where the CPU has AVX-512 VNNI, its copy of the kernels must be the one used, and is tested below
+    assert ("avx512_vnni" in ISAS) == {"avx512f", "avx512bw", "avx512_vnni"}.issubset(flags), (ISAS, flags)
     with pytest.raises(ValueError, match="unknown kernel instruction set"):
         _native.int4_linear(np.zeros((16, 64), np.uint8), np.ones((16, 2), np.float32), np.zeros((1, 128), np.float32),
                             isa="sse2")
