@@ -311,8 +311,11 @@ def wait_until_idle(engine, aborted_at_least: int = 0, timeout: float = 20.0) ->
 
 
 def test_disconnect_mid_stream_frees_the_blocks(server):
+    """Nine sentences streamed, the client gone after the first audio: the engine goes idle
+    with every block back, having run only the sentences in flight when the failed write was
+    seen (whether one was still running, and so counts as aborted, depends on the host's pace)."""
     engine = server.service.engine
-    aborted_before = engine.metrics().ends.get("aborted", 0)
+    done_before = engine.metrics().requests_done
 
     async def vanish() -> None:
         async with AsyncClient.from_uri(server.uri) as client:
@@ -323,7 +326,8 @@ def test_disconnect_mid_stream_frees_the_blocks(server):
         # the connection closes here, mid-stream
 
     run(vanish())
-    wait_until_idle(engine, aborted_at_least=aborted_before + 1)
+    wait_until_idle(engine)
+    assert engine.metrics().requests_done - done_before < 9  # the rest were withdrawn, not synthesized
     assert run(synthesize(server.uri, "Still working?", voice="ryan")).audio
 
 
