@@ -36,6 +36,14 @@ def test_no_hold_when_disabled_and_none_until_the_rate_is_measured():
     assert Holdback(1.0).wait_s(made=1 + MEASURED_FRAMES, since_first_s=0.1, held=1, tokens=10, chunk=1) is not None
 
 
+def test_the_engines_expected_rate_stands_in_until_the_sentences_own_is_measured():
+    assert Holdback(1.0).wait_s(made=1, since_first_s=0.0, held=1, tokens=10, chunk=1, expected_rate=20.0) == 0.0
+    assert Holdback(1.0).wait_s(made=1, since_first_s=0.0, held=1, tokens=10, chunk=1,
+                                expected_rate=10.0) > 0  # slower than real time: the end would run dry
+    # measured: its own rate (8 frames/s here) wins over the expectation
+    assert Holdback(1.0).wait_s(made=4, since_first_s=3 / 8, held=4, tokens=10, chunk=1, expected_rate=50.0) > 0
+
+
 @pytest.mark.parametrize("rate", [8.0, 12.5, 20.0, 60.0])
 @pytest.mark.parametrize("chunk", [1, 4, 8])
 @pytest.mark.parametrize("made,held", [(3, 1), (6, 1), (9, 9)])
@@ -90,9 +98,10 @@ class FakeUtterance:
 
 
 async def speak(holdback: float, frames: int = 12, period: float = 0.1, tokens: int = 10,
-                chunk: int = 1) -> tuple[list[float], list[float], list]:
+                chunk: int = 1, expected_rate: float | None = None) -> tuple[list[float], list[float], list]:
     """(times the frames were produced, times of the audio-chunk events written, the events)."""
     utterance = FakeUtterance(frames, period, tokens, chunk)
+    utterance.stream.rate_hint = expected_rate
     written: list[float] = []
     events: list = []
 
@@ -134,7 +143,12 @@ def test_a_fast_sentence_starts_once_its_rate_is_measured():
     """50 frames/s, frame by frame: released as soon as the rate is known, long before the bound."""
     produced, written, _ = asyncio.run(speak(holdback=1.0, frames=20, period=0.02, tokens=5))
     assert len(written) == 20
-    assert produced[MEASURED_FRAMES] <= written[0] < produced[0] + 0.5
+    assert produced[MEASURED_FRAMES] <= written[0] < produced[MEASURED_FRAMES + 3]  # not at the end (0.4 s)
+
+
+def test_a_fast_sentence_the_engine_expects_to_keep_up_starts_with_its_first_audio():
+    produced, written, _ = asyncio.run(speak(holdback=1.0, frames=20, period=0.02, tokens=5, expected_rate=50.0))
+    assert len(written) == 20 and written[0] < produced[1]
 
 
 def test_a_chunked_start_waits_for_the_second_chunk_and_then_never_runs_dry():

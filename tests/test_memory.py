@@ -14,7 +14,7 @@ from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler
 from wyoming_qwen3tts.model.prompt import VoiceRequest
 
-RUNNER_GRAPHS = ("talker", "subcode", "codec_first_1", "codec_steady_8")  # the first chunk has its own graph
+RUNNER_GRAPHS = ("talker", "subcode", "codec_steady_1", "codec_steady_8")  # the short chunks have their own graph
 
 
 def resident_kb(directory: Path) -> dict[str, int]:
@@ -47,7 +47,7 @@ def test_native_runner_keeps_no_ir_page_resident(model_dir):
         bins = [f"{g}.bin" for g in RUNNER_GRAPHS]
         resident = resident_kb(model_dir)
         assert set(bins) <= set(resident), "the runner maps its graphs' weights for their whole life"
-        assert not any(name.startswith(("codec_first_2", "codec_first_4", "codec_steady_24")) for name in resident)
+        assert not any(name.startswith(("codec_steady_2", "codec_steady_4", "codec_steady_24")) for name in resident)
         assert {b: resident[b] for b in bins} == dict.fromkeys(bins, 0), resident  # compiled, run once, released
         marks = engine.runner.load_memory  # what the bench's memory table is made of
         assert [stage for stage, _, _ in marks] == ["before", "codec", "talker", "subcode"]

@@ -19,8 +19,9 @@ frames only change samples after them, and the state is taken where the real fra
 compiled steady graph therefore decodes every chunk size up to n, a stream's first chunk
 included (zeros at position 0 are exactly the first-chunk graph's computation).
 `build_codec_first` is the steady graph of a fresh stream with every chunk full: no inputs but
-its codes. All shapes are static except B, so a batch of streams at different positions runs in
-one call.
+its codes. Conversions before format 3 carry such graphs for their first chunks, and the runtime
+still loads them; the converter now exports steady graphs only (convert/pipeline.py). All shapes
+are static except B, so a batch of streams at different positions runs in one call.
 """
 from __future__ import annotations
 
@@ -124,7 +125,8 @@ def _build(ckpt: Checkpoint, weights: Weights, frames: int, first: bool) -> ov.M
 
 
 def build_codec_first(ckpt: Checkpoint, weights: Weights, frames: int) -> ov.Model:
-    """The first chunk of a stream: codes [B, Q, frames] -> pcm and the state after it."""
+    """The first chunk of a stream: codes [B, Q, frames] -> pcm and the state after it (the
+    first-chunk graphs of conversions before format 3, which the runtime still loads)."""
     return _build(ckpt, weights, frames, first=True)
 
 

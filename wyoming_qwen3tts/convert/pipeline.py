@@ -29,7 +29,7 @@ from ..model import manifest as mf
 from ..model.checkpoint import Checkpoint
 from .codec import build_codec_decoder
 from .codec_encoder import build_codec_encoder
-from .codec_stream import build_codec_first, build_codec_steady
+from .codec_stream import build_codec_steady
 from .embed_graph import build_embed
 from .ops import WEIGHT_FORMATS, Weights
 from .speaker_encoder import build_speaker_encoder
@@ -59,18 +59,18 @@ def codec_graphs(first: Sequence[int] = FIRST_CHUNKS, steady: Sequence[int] = ST
                  clone: bool = False) -> dict[str, Builder]:
     """The offline decoder plus a static-shape streaming graph per exported chunk size.
 
-    A Base (clone) model gets steady graphs for the first-chunk sizes instead of first
-    graphs: an in-context clone's stream starts from the state the reference codes leave,
-    and a steady graph fed a zero state computes what a first graph does. It always gets
-    the 1-frame graph, with which a reference of any length primes the decoder exactly."""
+    Every chunk graph is a steady one (it takes the decoder state): a steady graph fed a zero
+    state computes what a first-chunk graph does (3 ms more for one frame, 0.6B bf16), and the
+    graph that starts a stream then also decodes a paced stream's short chunks
+    (engine/pacing.py) and an in-context clone's first chunk, which starts from the state the
+    reference codes leave. A Base (clone) model always gets the 1-frame graph, with which a
+    reference of any length primes the decoder exactly."""
+    sizes = set(first) | set(steady) | ({1} if clone else set())
     graphs: dict[str, Builder] = {"codec": build_codec_decoder}
-    kinds = ((("steady", sorted(set(first) | set(steady) | {1}), build_codec_steady),) if clone else
-             (("first", first, build_codec_first), ("steady", steady, build_codec_steady)))
-    for kind, sizes, build in kinds:
-        for n in sorted(set(sizes)):
-            if n < 1:
-                raise ConvertError(f"codec chunk sizes must be at least 1 frame, got {n}")
-            graphs[f"codec_{kind}_{n}"] = partial(build, frames=n)
+    for n in sorted(sizes):
+        if n < 1:
+            raise ConvertError(f"codec chunk sizes must be at least 1 frame, got {n}")
+        graphs[f"codec_steady_{n}"] = partial(build_codec_steady, frames=n)
     return graphs
 
 

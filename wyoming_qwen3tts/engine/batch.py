@@ -15,6 +15,11 @@ computes two or more rows over cached positions with the same bits as one call o
 them, but a single row goes through its decode kernel (last-bit differences) — so with an
 f32 KV cache the codes are exactly those without the cache (docs/OPENVINO.md §3). For the
 same reason no prefill chunk leaves a single prompt row to a call of its own.
+
+Codec chunks: a stream's first chunk is short and the rest long (ChunkSchedule), except that
+a paced sequence (its audio is played as it arrives) decodes short chunks while it is barely
+ahead of playback (engine/pacing.py), where the runner has a stateful graph of the short
+length. Either way the decoded audio is the same (the steady graphs decode any split exactly).
 """
 from __future__ import annotations
 
@@ -25,7 +30,9 @@ import numpy as np
 
 from ..model.embed import PromptEmbeds
 from .blocks import BlockPool
+from .audio import SAMPLE_RATE
 from .loaded_model import LoadedModel
+from .pacing import Pacer
 from .runner import ChunkSchedule
 from .sampling import SamplingParams
 from .sequence import Draws, Sequence
@@ -52,6 +59,8 @@ class Batch:
         self._next_id = 0
         self._copies: list[tuple[int, int]] = []  # KV blocks to copy before the next talker call
         self._steps, self._host_s = 0, 0.0
+        frame_s = model.spec.codec_decoder.samples_per_frame / SAMPLE_RATE
+        self.pacer = Pacer(schedule.first, schedule.steady, frame_s) if runner.can_pace else None
 
     @property
     def times(self) -> StepTimes:
@@ -76,15 +85,16 @@ class Batch:
 
     # --- sequences in and out ---
     def add(self, embeds: PromptEmbeds, params: SamplingParams, max_frames: int | None = None,
-            text_open: bool = False, prefix_len: int = 0) -> Sequence:
+            text_open: bool = False, prefix_len: int = 0, paced: bool = False) -> Sequence:
         """Start a sequence with room reserved for its prompt and every frame it may make.
         Raises ValueError when its prompt can never fit the cache, MemoryError when the
         pool cannot reserve it now (see can_admit). text_open: its trailing text grows
         through `extend` until closed. prefix_len: the prompt's leading positions that
-        depend only on the voice (Prompt.prefix_len; 0: nothing for the prefix cache)."""
+        depend only on the voice (Prompt.prefix_len; 0: nothing for the prefix cache).
+        paced: its audio is played as it arrives (module docstring)."""
         length = embeds.prefill.shape[0]
         frames = self.frame_budget(length, params.frame_limit(max_frames))
-        seq = Sequence(self._next_id, embeds, params, frames, Draws(params.seed), text_open=text_open)
+        seq = Sequence(self._next_id, embeds, params, frames, Draws(params.seed), text_open=text_open, paced=paced)
         self.pool.reserve(seq.id, length + frames)
         self._next_id += 1
         if frames == 0:
@@ -162,7 +172,10 @@ class Batch:
         batch = [s for s in self.active if s.pending is not None]
         if batch:
             plan, sampled = self._plan(batch)
-            self._apply(sampled, self.runner.forward(plan))
+            out = self.runner.forward(plan)
+            if self.pacer is not None and len(sampled) == len(batch) == plan.embeds.shape[0]:  # a decode step
+                self.pacer.generated(len(batch), self.runner.times.inference_s - inference)
+            self._apply(sampled, out)
         if not self.schedule.offline:
             self._decode_due()
         done = [s for s in self.active if s.finished]
@@ -223,23 +236,53 @@ class Batch:
             if seq.num_frames >= seq.max_frames:
                 self._finish(seq, "length")
 
-    def _due(self, seq: Sequence) -> CodecChunk | None:
-        """The sequence's next codec chunk, if one is due: a full chunk, or the final partial
-        one once the sequence has finished."""
+    def chunk_frames(self, seq: Sequence) -> int:
+        """Frames per chunk the sequence's audio comes in from here on, as far as a listener
+        who plays it as it arrives is concerned: short while the engine keeps a paced sequence
+        supplied with short chunks (it takes long ones only once they would not leave a gap)."""
+        if seq.paced and self.pacer is not None and self.pacer.keeps_up(len(self.active)):
+            return self.schedule.first
+        return self.schedule.steady
+
+    def frame_rate(self, seq: Sequence) -> float | None:
+        """Frames per second a paced sequence is expected to get at the current batch size,
+        before its own pace can be measured (None: not measured yet, not paced, or its text is
+        still arriving, which may set a slower pace: one frame per text token at most)."""
+        if not seq.paced or seq.text_open or self.pacer is None:
+            return None
+        return self.pacer.short_rate(len(self.active))
+
+    def _due(self, seq: Sequence, now: float) -> CodecChunk | None:
+        """The sequence's next codec chunk, if one is due: a full chunk, the final partial
+        one once the sequence has finished, or a paced sequence's short one while it is
+        barely ahead of playback (assumed to start with its first audio)."""
         size = self.schedule.first if seq.decoded == 0 else self.schedule.steady
         ready = seq.num_frames - seq.decoded
         if ready >= size or (seq.finished and ready > 0):
             return CodecChunk(seq.id, seq.chunk(size), size)
+        if ready > 0 and seq.paced and self.pacer is not None and seq.first_audio_at is not None:
+            ahead_s = seq.decoded * self.pacer.frame_s - (now - seq.first_audio_at)
+            if self.pacer.short_due(len(self.active), ahead_s, ready):
+                size = self.pacer.call_size(ready)
+                return CodecChunk(seq.id, seq.chunk(size), size)
         return None
 
     def _decode_due(self) -> None:
         """Decode every due chunk; repeats while some sequence still has one (a runner
         decodes at most one chunk per stream per call, since its state moves on)."""
-        for _ in range(len(self.active) * 4 + 4):
-            due = [(s, c) for s in self.active if (c := self._due(s)) is not None]
+        for _ in range(len(self.active) * (self.schedule.steady + 2) + 4):  # a paced one may take 1 frame a call
+            start = time.perf_counter()
+            due = [(s, c) for s in self.active if (c := self._due(s, start)) is not None]
             if not due:
                 return
-            for (seq, chunk), pcm in zip(due, self.runner.decode([c for _, c in due])):
+            decoded = self.runner.decode([c for _, c in due])
+            end = time.perf_counter()
+            sizes = {c.size for _, c in due}
+            if self.pacer is not None and len(sizes) == 1:
+                self.pacer.decoded(sizes.pop(), len(due), end - start)
+            for (seq, chunk), pcm in zip(due, decoded):
+                if seq.decoded == 0:
+                    seq.first_audio_at = end
                 seq.decoded += chunk.codes.shape[0]
                 seq.audio.append(pcm)
         raise AssertionError("codec decoding did not converge")

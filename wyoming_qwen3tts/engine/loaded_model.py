@@ -64,16 +64,23 @@ class LoadedModel:
         a graph of its own length when the conversion has one and it is shorter: through the
         steady graph it would cost all n frames' decoding before the first audio (0.6B, bf16:
         one more decoder copy, ~0.3 GB, buys ~3x less time in the first codec call; a schedule
-        whose first chunk is the steady one compiles one graph). Steady graphs without the
-        frame count (older conversions) need a graph per chunk size, and a Base model its
-        1-frame graph, with which a reference of any length primes the codec exactly."""
+        whose first chunk is the steady one compiles one graph). That graph is a steady one
+        where the conversion has it (format 3): it also decodes a paced stream's short chunks
+        (engine/pacing.py); an older conversion's first-chunk graph starts streams only.
+        Steady graphs without the frame count (older conversions) need a graph per chunk size,
+        and a Base model its 1-frame graph, with which a reference of any length primes the
+        codec exactly."""
         exported = {kind: self.exported_chunks(kind) for kind in ("first", "steady")}
         first = chunks[0]
-        for n, path in sorted(exported["steady"].items()):
-            if n >= max(chunks) and any(port["name"] == FRAMES for port in
-                                        self.manifest["graphs"].get(f"codec_steady_{n}", {}).get("inputs", ())):
+        any_length = [n for n in sorted(exported["steady"]) if any(
+            port["name"] == FRAMES for port in self.manifest["graphs"].get(f"codec_steady_{n}", {}).get("inputs", ()))]
+        for n in any_length:
+            if n >= max(chunks):
+                steady = {n: exported["steady"][n]}
+                if first < n and first in any_length:
+                    return {"first": {}, "steady": {first: exported["steady"][first], **steady}}
                 early = {first: exported["first"][first]} if first < n and first in exported["first"] else {}
-                return {"first": early, "steady": {n: path}}
+                return {"first": early, "steady": steady}
         wanted = set(chunks) | ({1} if self.spec.model_type == "base" else set())
         return {kind: {n: p for n, p in graphs.items() if n in wanted} for kind, graphs in exported.items()}
 

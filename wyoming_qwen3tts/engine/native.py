@@ -17,7 +17,7 @@ import operator
 import numpy as np
 
 from .loaded_model import LoadedModel
-from .runner import PRIMED_STATES, ChunkSchedule, prefix_cache_supported
+from .runner import PRIMED_STATES, ChunkSchedule, prefix_cache_supported, short_chunks_carry_on
 from .sampling import suppress_from
 from .step import GROUPS, CodecChunk, StepOutput, StepPlan, StepTimes
 
@@ -69,6 +69,7 @@ class NativeRunner:
         self._sampling = operator.attrgetter(*_native.SAMPLING_FIELDS)  # a row of forward's sampling matrix
         self.model, self.schedule = model, schedule
         self.can_copy_blocks = prefix_cache_supported(model.devices["talker"])
+        self.can_pace = short_chunks_carry_on(schedule, graphs.get("steady", {}))
 
     @property
     def block_size(self) -> int:

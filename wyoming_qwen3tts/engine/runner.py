@@ -12,6 +12,7 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict
+from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -97,6 +98,7 @@ class PythonRunner:
             raise ValueError(f"no codec graphs for chunks first={schedule.first} steady={schedule.steady} "
                              f"(compiled: first {first}, steady {steady})")
         self.can_copy_blocks = prefix_cache_supported(model.devices["talker"])
+        self.can_pace = short_chunks_carry_on(schedule, {g.frames for g in codec.steady.values()} if codec else ())
         self._talker = graphs.talker.create_infer_request()
         self._subcode = graphs.subcode.create_infer_request()
         self._cache_rows: list[np.ndarray] = []  # each cache tensor's bytes, one row per block
@@ -228,6 +230,12 @@ class PythonRunner:
 
     def close(self) -> None:
         """Nothing to free early: the compiled graphs go with this object."""
+
+
+def short_chunks_carry_on(schedule: ChunkSchedule, steady_lengths: Collection[int]) -> bool:
+    """Whether a running stream can decode a short chunk (the first chunk's size) at a short
+    chunk's cost: a steady graph of that very length is compiled (engine/pacing.py)."""
+    return not schedule.offline and schedule.first < schedule.steady and schedule.first in steady_lengths
 
 
 def prefix_cache_supported(device: str) -> bool:

@@ -58,6 +58,7 @@ class _Request:
     voice: VoiceRequest | None = None  # an open request's voice, to lay out its prompt
     text: list[int] = dataclasses.field(default_factory=list)  # an open request's text ids so far
     closed: bool = True  # the text is complete
+    paced: bool = False  # its audio is played as it arrives (engine/pacing.py)
     fed: int = 0  # text ids (and with fed_closed, the end) the sequence has
     fed_closed: bool = True
     seq: Sequence | None = None
@@ -144,20 +145,21 @@ class Scheduler:
 
     # --- any thread ---
     def submit(self, voice: VoiceRequest, params: SamplingParams | None = None, *, max_frames: int | None = None,
-               timeout: float | None = None) -> AudioStream:
+               timeout: float | None = None, paced: bool = False) -> AudioStream:
         """Queue a request and return its audio stream. Raises at once on bad input
-        (PromptError, ValueError) and EngineBusy when the queue is full."""
+        (PromptError, ValueError) and EngineBusy when the queue is full. paced: its audio is
+        played as it arrives, so it comes in short chunks until it is ahead (engine/pacing.py)."""
         prompt = self.model.prompt(voice)
         params = params or self.defaults
         params.validate()
         # a prompt the cache can never hold fails here
         self.batch.frame_budget(len(prompt), self._cap(prompt.text_tokens, params, max_frames))
-        req = self._queue(prompt, params, max_frames, timeout)
+        req = self._queue(prompt, params, max_frames, timeout, paced=paced)
         log.debug("request %d queued: %d prompt tokens", req.id, len(prompt))
         return req.stream
 
     def open(self, voice: VoiceRequest, params: SamplingParams | None = None, *, max_frames: int | None = None,
-             timeout: float | None = None) -> Utterance:
+             timeout: float | None = None, paced: bool = False) -> Utterance:
         """Queue a request whose text arrives later, in pieces (`Utterance.append`, `finish`);
         voice.text is ignored. Its prompt takes the streaming layout unless the voice asks
         otherwise (a non-streaming layout waits for the whole text). Raises at once on a bad
@@ -167,7 +169,7 @@ class Scheduler:
         build_open_prompt(self.model.spec, self.model.tokenizer, voice, [], closed=False)  # checks the voice
         params = params or self.defaults
         params.validate()
-        req = self._queue(None, params, max_frames, timeout, voice)
+        req = self._queue(None, params, max_frames, timeout, voice, paced)
         log.debug("request %d queued: its text is to come", req.id)
         return Utterance(req.id, req.stream, TextTokenStream(self.model.tokenizer), self.feed)
 
@@ -179,7 +181,7 @@ class Scheduler:
             self._wake.notify()
 
     def _queue(self, prompt: Prompt | None, params: SamplingParams, max_frames: int | None, timeout: float | None,
-               voice: VoiceRequest | None = None) -> _Request:
+               voice: VoiceRequest | None = None, paced: bool = False) -> _Request:
         """A request with its prompt, or (voice given) an open one whose text is to come."""
         timeout = self.config.request_timeout if timeout is None else timeout
         with self._lock:
@@ -195,7 +197,7 @@ class Scheduler:
             stream = AudioStream(rid, self.abort)
             stream.chunk_frames = self.batch.schedule.steady
             req = _Request(rid, prompt, params, max_frames, deadline, stream, voice=voice,
-                           closed=voice is None, fed_closed=voice is None)
+                           closed=voice is None, fed_closed=voice is None, paced=paced)
             self._waiting.append(req)
             self._wake.notify()
         return req
@@ -358,7 +360,7 @@ class Scheduler:
                 self._waiting.remove(req)
             try:
                 req.seq = self.batch.add(self.model.embed_prompt(req.prompt), req.params, cap,
-                                          text_open=not req.closed, prefix_len=req.prompt.prefix_len)
+                                          text_open=not req.closed, prefix_len=req.prompt.prefix_len, paced=req.paced)
             except Exception as e:
                 log.warning("request %d rejected: %s", req.id, e)
                 self._finish(req, f"error: {e}", EngineError(str(e)))
@@ -382,6 +384,7 @@ class Scheduler:
         """Hand the request's new PCM to its stream; end the stream when the sequence ended."""
         seq = req.sequence
         req.stream.frames, req.stream.text_tokens = seq.num_frames, req.fed
+        req.stream.chunk_frames, req.stream.rate_hint = self.batch.chunk_frames(seq), self.batch.frame_rate(seq)
         chunks = seq.take_audio()
         if chunks and req.first_audio is None:
             req.stream.marks["first_audio"] = time.monotonic()

@@ -35,6 +35,7 @@ class Sequence:
     max_frames: int
     draws: Draws  # the request's generator: more uniforms when the frame cap grows
     text_open: bool = False  # more trailing text will come (Batch.extend); until then no pad is fed
+    paced: bool = False  # its audio is played as it arrives: short codec chunks while barely ahead (pacing.py)
     cached: int = 0  # tokens already in the KV cache
     pending: np.ndarray | None = None  # embeddings the next talker call feeds
     held: np.ndarray | None = None  # [H] the last frame's embedding, waiting for its trailing-text row
@@ -42,6 +43,7 @@ class Sequence:
     prefix_key: bytes | None = None  # set until this sequence has pinned its prefix (it was not cached)
     num_frames: int = 0
     decoded: int = 0  # frames handed to the codec
+    first_audio_at: float | None = None  # time.perf_counter() when its first chunk was decoded
     finished: bool = False
     reason: str = ""  # "eos", "length" or an error
     trailing: np.ndarray = field(init=False)  # [M, H] text rows fed with the frames; grows while text_open

@@ -100,6 +100,10 @@ class Runner(Protocol):
         """Whether `StepPlan.copies` works on this talker's device (the prefix cache)."""
 
     @property
+    def can_pace(self) -> bool:
+        """Whether a running stream decodes a short chunk at a short chunk's cost (engine/pacing.py)."""
+
+    @property
     def times(self) -> StepTimes:
         """Inference time of each graph so far (`steps` and `host_s` are the batch's)."""
 

@@ -75,7 +75,8 @@ class AudioStream:
         self.marks: dict[str, float] = {}
         self.frames = 0  # frames made so far, decoded or not (the scheduler's, after each step)
         self.text_tokens = 0  # text ids the sequence has been given so far
-        self.chunk_frames = 1  # frames per codec chunk after the first (the engine's chunk schedule)
+        self.chunk_frames = 1  # frames per codec chunk from here on (Batch.chunk_frames)
+        self.rate_hint: float | None = None  # frames/s the engine expects to make for it (Batch.frame_rate)
 
     # --- producer side (scheduler thread) ---
     def _push(self, item: object) -> None:

@@ -164,8 +164,8 @@ class TtsHandler(AsyncEventHandler):
         # its one-shot reader plays nothing before audio-stop, so holding a one-shot start would
         # delay its first audio without preventing any gap a listener hears.
         holdback = Holdback(settings.holdback_s if streaming else 0.0)
-        speech = Speech(lambda: self._synth(label, name, language, words), self._send, settings.samples_per_chunk,
-                        streaming, label, self.slot.profile, holdback)
+        speech = Speech(lambda: self._synth(label, name, language, words, streaming), self._send,
+                        settings.samples_per_chunk, streaming, label, self.slot.profile, holdback)
         if self.slot.stopping:
             speech.fail(SpeechError("the server is shutting down", "ShuttingDown"))
         elif self.slot.catalogue is not None:
@@ -194,16 +194,18 @@ class TtsHandler(AsyncEventHandler):
 
         self._tasks.append(asyncio.create_task(after()))
 
-    async def _synth(self, label: str, name: str | None, language: str | None, words: bool) -> Synth:
+    async def _synth(self, label: str, name: str | None, language: str | None, words: bool, paced: bool) -> Synth:
         """The way to the engine, once the model is loaded (waiting for it, bounded) and the
         voice resolved; raises SpeechError or the voice's ValueError. words: sentences start
-        with their first words, as utterances that grow (word-level feeding)."""
+        with their first words, as utterances that grow (word-level feeding). paced: the
+        client plays the audio as it arrives (a streamed response), so the engine sends short
+        chunks until it is ahead (engine/pacing.py)."""
         service: Service = await self.slot.ready()
         entry, lang = service.catalogue.resolve(name, language)
         log.info("%s: voice %s, language %s", label, entry.name, lang)
         engine, params = service.engine, service.params
-        return Synth(lambda sentence: engine.submit(entry.request(sentence, lang), params),
-                     (lambda: engine.open(entry.request("", lang), params)) if words else None)
+        return Synth(lambda sentence: engine.submit(entry.request(sentence, lang), params, paced=paced),
+                     (lambda: engine.open(entry.request("", lang), params, paced=paced)) if words else None)
 
     def _add(self, speech: Speech, pieces: Callable[[], list]) -> None:
         """Queue what `pieces()` gives: raw sentences (normalized here, empty ones dropped) or

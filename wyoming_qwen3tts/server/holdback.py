@@ -25,20 +25,26 @@ MEASURED_FRAMES = 2  # frames made after the first before the rate is trusted (u
 class Holdback:
     max_s: float  # the longest the start of a sentence's audio is held; 0: never held
 
-    def wait_s(self, made: int, since_first_s: float, held: int, tokens: int, chunk: int) -> float | None:
+    def wait_s(self, made: int, since_first_s: float, held: int, tokens: int, chunk: int,
+               expected_rate: float | None = None) -> float | None:
         """Seconds still to wait before playing a held start; None while the rate is unknown.
 
         made: frames the engine has made; since_first_s: seconds since the first of them
         arrived as audio; held: frames of audio received and not yet played; tokens: text
         tokens so far (the sentence's length is estimated from them); chunk: frames per codec
-        chunk from here on. At r frames/s, the chunk that ends at frame e arrives (e - made) / r
-        from now and its first frame s plays s * FRAME_S after playback starts, so the start
-        waits for the latest of those differences."""
+        chunk from here on; expected_rate: the frames/s the engine expects to make for this
+        sentence (measured on the ones before it), used until its own rate is measured. At r
+        frames/s, the chunk that ends at frame e arrives (e - made) / r from now and its first
+        frame s plays s * FRAME_S after playback starts, so the start waits for the latest of
+        those differences."""
         if self.max_s <= 0:
             return 0.0
-        if made - 1 < MEASURED_FRAMES or since_first_s <= 0:
+        if made - 1 >= MEASURED_FRAMES and since_first_s > 0:
+            rate = (made - 1) / since_first_s
+        elif expected_rate is not None and expected_rate > 0:
+            rate = expected_rate
+        else:
             return None
-        rate = (made - 1) / since_first_s
         total = max(made, held, math.ceil(FRAMES_PER_TOKEN * tokens))
         wait, end = 0.0, held
         while end < total:  # at most total / chunk rounds

@@ -343,8 +343,8 @@ class Speech:
             return True
         wait = self._holdback.wait_s(stream.frames, now - stream.marks.get("first_audio", now),
                                      round(sum(p.size for p in held) / SAMPLE_RATE / FRAME_S),
-                                     stream.text_tokens, stream.chunk_frames)
-        return wait is not None and wait <= self._played_by - now
+                                     stream.text_tokens, stream.chunk_frames, stream.rate_hint)
+        return wait is not None and wait <= max(0.0, self._played_by - now)
 
     def _first_written(self) -> None:
         self.timing.mark("written")

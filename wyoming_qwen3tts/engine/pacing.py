@@ -1,0 +1,98 @@
+"""Codec chunks for a listener who plays the audio as it arrives (a paced sequence).
+
+A stream's first chunk is short (first audio after one frame); the chunks after it are long
+(`steady` frames), because the decoder's cost per call is mostly fixed: fewer, longer calls
+make more frames per second. But a long chunk arrives only `steady` frames after the one
+before it, so a listener who started playing at the first audio runs dry in between unless
+that audio lasts longer than the time to make and decode the next long chunk — at 20 frames/s
+the second chunk of 8 frames comes ~0.45 s after a first chunk that plays for 80 ms.
+
+A paced sequence (a streamed response) therefore decodes short chunks — the first chunk's
+size, through a steady graph of that length, which carries the decoder state on — for as long
+as the audio it is ahead of playback would not cover the wait for a long chunk, and long ones
+once it would. The engine measures the two costs that decide it as it runs: a decode step's
+generation time at each batch size, and one stream's decoder call at each chunk size. Short
+chunks only help while they are themselves faster than real time; when they are not, the
+long ones make the most audio and the schedule does not change (the server's holdback is
+what then guards the start).
+"""
+from __future__ import annotations
+
+import collections
+import statistics
+from dataclasses import dataclass, field
+
+MARGIN_S = 0.1  # audio kept in hand beyond the predicted wait for a long chunk (the host's jitter)
+WINDOW = 7  # recent measurements an estimate is the median of (a first, cold call is far off)
+
+
+@dataclass
+class _Estimate:
+    samples: collections.deque = field(default_factory=lambda: collections.deque(maxlen=WINDOW))
+
+    def add(self, sample: float) -> None:
+        self.samples.append(sample)
+
+    @property
+    def value(self) -> float | None:
+        return statistics.median(self.samples) if self.samples else None
+
+
+@dataclass
+class Pacer:
+    """Running cost estimates of the batch, and the short-chunk decision for paced sequences."""
+
+    short: int  # frames of a short chunk (the schedule's first chunk)
+    steady: int  # frames of a long chunk
+    frame_s: float  # seconds of audio per frame
+    _generate: dict[int, _Estimate] = field(default_factory=dict)  # batch size -> s per decode step
+    _decode: dict[int, _Estimate] = field(default_factory=dict)  # chunk size -> s per stream and call
+
+    def generated(self, sequences: int, seconds: float) -> None:
+        """A decode step (one frame for each of `sequences`, no prefill) took `seconds`."""
+        self._generate.setdefault(sequences, _Estimate()).add(seconds)
+
+    def decoded(self, size: int, streams: int, seconds: float) -> None:
+        """A decoder call of `streams` chunks of `size` frames took `seconds`."""
+        self._decode.setdefault(size, _Estimate()).add(seconds / streams)
+
+    def step_s(self, sequences: int) -> float | None:
+        """A decode step's generation time at this batch size (None: not measured yet)."""
+        return self._generate.get(sequences, _Estimate()).value
+
+    def short_rate(self, sequences: int) -> float | None:
+        """Frames per second one of `sequences` paced sequences makes while it decodes short
+        chunks (None: not measured yet)."""
+        step, short = self.step_s(sequences), self._decode_s(self.short)
+        return None if step is None or short is None else 1.0 / (step + short / self.short)
+
+    def keeps_up(self, sequences: int) -> bool:
+        """Whether short chunks come faster than they play at this batch size."""
+        rate = self.short_rate(sequences)
+        return rate is not None and rate * self.frame_s > 1.0
+
+    def short_due(self, sequences: int, ahead_s: float, ready: int) -> bool:
+        """Whether a paced sequence with `ready` frames not yet decoded (fewer than a long
+        chunk) decodes them now: the audio it is ahead of playback by, `ahead_s`, would not
+        cover the wait for a long chunk — the rest of its frames, then the call — and short
+        chunks keep up. Where the long call is not measured yet, it is taken to cost as much
+        per frame as the short one (more than it does)."""
+        if not self.keeps_up(sequences):
+            return False
+        step = self.step_s(sequences)
+        long = self._decode_s(self.steady)
+        short = self._decode_s(self.short)
+        assert step is not None and short is not None  # keeps_up measured both
+        wait = (self.steady - ready) * step + (long if long is not None else short * self.steady / self.short)
+        return ahead_s < wait + MARGIN_S
+
+    def call_size(self, ready: int) -> int:
+        """The graph length that decodes `ready` frames soonest: short calls one after the
+        other, or one long call (which costs the same for any frame count up to its length)."""
+        short, long = self._decode_s(self.short), self._decode_s(self.steady)
+        if short is None or long is None:
+            return self.short
+        return self.short if -(-ready // self.short) * short <= long else self.steady
+
+    def _decode_s(self, size: int) -> float | None:
+        return self._decode.get(size, _Estimate()).value
