@@ -29,8 +29,8 @@ import time
 import numpy as np
 
 from ..model.embed import PromptEmbeds
-from .blocks import BlockPool
 from .audio import SAMPLE_RATE
+from .blocks import BlockPool
 from .loaded_model import LoadedModel
 from .pacing import Pacer
 from .runner import ChunkSchedule
