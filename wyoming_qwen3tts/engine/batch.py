@@ -172,10 +172,9 @@ class Batch:
         batch = [s for s in self.active if s.pending is not None]
         if batch:
             plan, sampled = self._plan(batch)
-            out = self.runner.forward(plan)
+            self._apply(sampled, self.runner.forward(plan))
             if self.pacer is not None and len(sampled) == len(batch) == plan.embeds.shape[0]:  # a decode step
-                self.pacer.generated(len(batch), self.runner.times.inference_s - inference)
-            self._apply(sampled, out)
+                self.pacer.generated(len(batch), time.perf_counter() - start)
         if not self.schedule.offline:
             self._decode_due()
         done = [s for s in self.active if s.finished]

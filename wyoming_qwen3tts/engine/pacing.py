@@ -23,6 +23,7 @@ import statistics
 from dataclasses import dataclass, field
 
 MARGIN_S = 0.1  # audio kept in hand beyond the predicted wait for a long chunk (the host's jitter)
+HEADROOM = 1.1  # short chunks must come this much faster than real time to be worth their cost
 WINDOW = 7  # recent measurements an estimate is the median of (a first, cold call is far off)
 
 
@@ -49,7 +50,8 @@ class Pacer:
     _decode: dict[int, _Estimate] = field(default_factory=dict)  # chunk size -> s per stream and call
 
     def generated(self, sequences: int, seconds: float) -> None:
-        """A decode step (one frame for each of `sequences`, no prefill) took `seconds`."""
+        """A decode step (one frame for each of `sequences`, no prefill) took `seconds`, from
+        its plan to its frames applied (host time included)."""
         self._generate.setdefault(sequences, _Estimate()).add(seconds)
 
     def decoded(self, size: int, streams: int, seconds: float) -> None:
@@ -61,29 +63,33 @@ class Pacer:
         return self._generate.get(sequences, _Estimate()).value
 
     def short_rate(self, sequences: int) -> float | None:
-        """Frames per second one of `sequences` paced sequences makes while it decodes short
-        chunks (None: not measured yet)."""
+        """Frames per second each of `sequences` paced sequences makes while they all decode
+        short chunks: every step then also runs each one's decoder call (None: not measured)."""
         step, short = self.step_s(sequences), self._decode_s(self.short)
-        return None if step is None or short is None else 1.0 / (step + short / self.short)
+        return None if step is None or short is None else 1.0 / (step + sequences * short / self.short)
 
     def keeps_up(self, sequences: int) -> bool:
-        """Whether short chunks come faster than they play at this batch size."""
+        """Whether short chunks come clearly faster than they play at this batch size (by
+        HEADROOM: a rate that only just keeps up runs dry on the host's jitter, and would cost
+        the decoder's per-call overhead for nothing)."""
         rate = self.short_rate(sequences)
-        return rate is not None and rate * self.frame_s > 1.0
+        return rate is not None and rate * self.frame_s >= HEADROOM
 
     def short_due(self, sequences: int, ahead_s: float, ready: int) -> bool:
         """Whether a paced sequence with `ready` frames not yet decoded (fewer than a long
         chunk) decodes them now: the audio it is ahead of playback by, `ahead_s`, would not
-        cover the wait for a long chunk — the rest of its frames, then the call — and short
-        chunks keep up. Where the long call is not measured yet, it is taken to cost as much
-        per frame as the short one (more than it does)."""
+        cover the wait for a long chunk — the rest of its frames (each step with the other
+        sequences' short calls), then the call — and short chunks keep up. Where the long call
+        is not measured yet, it is taken to cost as much per frame as the short one (more than
+        it does)."""
         if not self.keeps_up(sequences):
             return False
         step = self.step_s(sequences)
         long = self._decode_s(self.steady)
         short = self._decode_s(self.short)
         assert step is not None and short is not None  # keeps_up measured both
-        wait = (self.steady - ready) * step + (long if long is not None else short * self.steady / self.short)
+        per_frame = step + (sequences - 1) * short / self.short
+        wait = (self.steady - ready) * per_frame + (long if long is not None else short * self.steady / self.short)
         return ahead_s < wait + MARGIN_S
 
     def call_size(self, ready: int) -> int:
