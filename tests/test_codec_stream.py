@@ -24,7 +24,7 @@ from wyoming_qwen3tts.model.checkpoint import Checkpoint
 from wyoming_qwen3tts.model.stream_io import FRAMES as REAL_FRAMES
 from wyoming_qwen3tts.model.stream_io import NEXT, STATE
 
-FIRST, STEADY = (1, 2, 4), (8, 24)
+FIRST, STEADY = (1, 2, 4), (1, 8, 24)  # steady 1: a paced stream's short chunks (its state by a Slice)
 FRAMES = 400
 
 

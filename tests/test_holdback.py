@@ -111,7 +111,7 @@ async def speak(holdback: float, frames: int = 12, period: float = 0.1, tokens: 
             written.append(time.monotonic())
 
     async def prepare() -> Synth:
-        return Synth(submit=lambda sentence: None, open=lambda: utterance)
+        return Synth(submit=lambda sentence, heard: None, open=lambda heard: utterance)
 
     speech = Speech(prepare, write, samples_per_chunk=FRAME, streaming=True, holdback=Holdback(holdback))
     speech.add_text("The weather today", end=False)
@@ -163,3 +163,35 @@ def test_a_chunked_start_waits_for_the_second_chunk_and_then_never_runs_dry():
     for at, chunk in zip(written, chunks):
         assert at <= written[0] + played + 0.03, "ran dry"
         played += len(chunk.payload) / 2 / 24000
+
+
+def test_only_a_sentence_heard_as_soon_as_it_has_audio_is_paced():
+    """The next sentence is made while the one before it plays: pacing it against a playback
+    that has not started would spend decoder calls on audio nobody hears yet."""
+    flags: list[bool] = []
+
+    def submit(sentence: str, heard: bool) -> AudioStream:
+        flags.append(heard)
+        utterance = FakeUtterance(frames=3, period=0.01, tokens=3)
+        asyncio.get_running_loop().create_task(utterance.produce())
+        return utterance.stream
+
+    async def main() -> list:
+        events: list = []
+
+        async def write(event) -> None:
+            events.append(event)
+
+        async def prepare() -> Synth:
+            return Synth(submit=submit)
+
+        speech = Speech(prepare, write, samples_per_chunk=FRAME, streaming=True, holdback=Holdback(0.0))
+        for sentence in ("One.", " Two.", " Three."):
+            speech.add_text(sentence, end=True)
+        speech.close()
+        await asyncio.wait_for(speech.run(), 10)
+        return events
+
+    events = asyncio.run(main())
+    assert flags == [True, False, False]
+    assert sum(e.type == "audio-chunk" for e in events) == 9

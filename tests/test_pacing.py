@@ -60,6 +60,10 @@ def test_short_while_the_lead_would_not_cover_the_wait_for_a_long_chunk():
     assert not p.short_due(1, wait + MARGIN_S + 0.001, 3)
     # a long call not measured yet is taken at the short call's cost per frame
     assert pacer(long=None).short_due(1, 5 * 0.04 + 8 * 0.025 + MARGIN_S - 0.001, 3)
+    two = Pacer(short=2, steady=8, frame_s=FRAME_S)  # a 2-frame short graph: still a whole call per frame
+    two.generated(1, 0.04)
+    two.decoded(2, 1, 0.035)
+    assert two.short_rate(1) == pytest.approx(1 / 0.075) and not two.keeps_up(1)
     assert not pacer(long=None).short_due(1, 5 * 0.04 + 8 * 0.025 + MARGIN_S + 0.001, 3)
 
 

@@ -42,7 +42,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="codec decoder weights (fp32 is exact; fp16 halves its size)")
     parser.add_argument("--first-chunks", type=_sizes, default=FIRST_CHUNKS,
                         help="comma-separated frame counts of the first codec call to export (default 1,2,4; "
-                             "a streamed response's short chunks are the first chunk's size)")
+                             "with a first chunk of 1, a streamed response also takes 1-frame chunks while "
+                             "only just ahead of playback)")
     parser.add_argument("--steady-chunks", type=_sizes, default=STEADY_CHUNKS,
                         help="comma-separated frame counts of later codec calls to export (default 8,24)")
     parser.add_argument("--revision", help="hub branch, tag or commit (only with a repo id)")

@@ -239,17 +239,24 @@ class Batch:
         """Frames per chunk the sequence's audio comes in from here on, as far as a listener
         who plays it as it arrives is concerned: short while the engine keeps a paced sequence
         supplied with short chunks (it takes long ones only once they would not leave a gap)."""
-        if seq.paced and self.pacer is not None and self.pacer.keeps_up(len(self.active)):
+        if seq.paced and self.pacer is not None and self.pacer.keeps_up(self._stepping()):
             return self.schedule.first
         return self.schedule.steady
 
     def frame_rate(self, seq: Sequence) -> float | None:
         """Frames per second a paced sequence is expected to get at the current batch size,
-        before its own pace can be measured (None: not measured yet, not paced, or its text is
-        still arriving, which may set a slower pace: one frame per text token at most)."""
-        if not seq.paced or seq.text_open or self.pacer is None:
+        before its own pace can be measured. None: not measured yet, not paced, short chunks
+        do not keep up, or its text is still arriving, which may set a slower pace (one frame
+        per text token at most)."""
+        stepping = self._stepping()
+        if not seq.paced or seq.text_open or self.pacer is None or not self.pacer.keeps_up(stepping):
             return None
-        return self.pacer.short_rate(len(self.active))
+        return self.pacer.short_rate(stepping)
+
+    def _stepping(self) -> int:
+        """Sequences the next decode step runs (the batch size the pacer measures steps by);
+        one sitting out for text does not count."""
+        return max(1, sum(s.pending is not None for s in self.active))
 
     def _due(self, seq: Sequence, now: float) -> CodecChunk | None:
         """The sequence's next codec chunk, if one is due: a full chunk, the final partial
@@ -261,7 +268,7 @@ class Batch:
             return CodecChunk(seq.id, seq.chunk(size), size)
         if ready > 0 and seq.paced and self.pacer is not None and seq.first_audio_at is not None:
             ahead_s = seq.decoded * self.pacer.frame_s - (now - seq.first_audio_at)
-            if self.pacer.short_due(len(self.active), ahead_s, ready):
+            if self.pacer.short_due(self._stepping(), ahead_s, ready):
                 size = self.pacer.call_size(ready)
                 return CodecChunk(seq.id, seq.chunk(size), size)
         return None

@@ -72,8 +72,7 @@ class LoadedModel:
         codec exactly."""
         exported = {kind: self.exported_chunks(kind) for kind in ("first", "steady")}
         first = chunks[0]
-        any_length = [n for n in sorted(exported["steady"]) if any(
-            port["name"] == FRAMES for port in self.manifest["graphs"].get(f"codec_steady_{n}", {}).get("inputs", ()))]
+        any_length = self.any_length_chunks()
         for n in any_length:
             if n >= max(chunks):
                 steady = {n: exported["steady"][n]}
@@ -83,6 +82,12 @@ class LoadedModel:
                 return {"first": early, "steady": steady}
         wanted = set(chunks) | ({1} if self.spec.model_type == "base" else set())
         return {kind: {n: p for n, p in graphs.items() if n in wanted} for kind, graphs in exported.items()}
+
+    def any_length_chunks(self) -> list[int]:
+        """Lengths of the exported steady graphs that take the real frame count (every chunk
+        up to their length, the state carried on exactly), ascending."""
+        return [n for n in sorted(self.exported_chunks("steady")) if any(
+            port["name"] == FRAMES for port in self.manifest["graphs"].get(f"codec_steady_{n}", {}).get("inputs", ()))]
 
     def properties(self, graph: str, kv_precision: str | None = None) -> dict:
         """Compile properties of `graph` on its device, in its precision (devices.compile_config)."""

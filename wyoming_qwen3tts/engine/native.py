@@ -69,7 +69,7 @@ class NativeRunner:
         self._sampling = operator.attrgetter(*_native.SAMPLING_FIELDS)  # a row of forward's sampling matrix
         self.model, self.schedule = model, schedule
         self.can_copy_blocks = prefix_cache_supported(model.devices["talker"])
-        self.can_pace = short_chunks_carry_on(schedule, graphs.get("steady", {}))
+        self.can_pace = short_chunks_carry_on(schedule, set(graphs.get("steady", {})) & set(model.any_length_chunks()))
 
     @property
     def block_size(self) -> int:

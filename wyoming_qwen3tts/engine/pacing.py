@@ -64,9 +64,10 @@ class Pacer:
 
     def short_rate(self, sequences: int) -> float | None:
         """Frames per second each of `sequences` paced sequences makes while they all decode
-        short chunks: every step then also runs each one's decoder call (None: not measured)."""
+        short chunks: every step then also runs each one's decoder call, for its one new frame
+        (a short graph longer than a frame still costs a whole call). None: not measured."""
         step, short = self.step_s(sequences), self._decode_s(self.short)
-        return None if step is None or short is None else 1.0 / (step + sequences * short / self.short)
+        return None if step is None or short is None else 1.0 / (step + sequences * short)
 
     def keeps_up(self, sequences: int) -> bool:
         """Whether short chunks come clearly faster than they play at this batch size (by
@@ -80,16 +81,15 @@ class Pacer:
         chunk) decodes them now: the audio it is ahead of playback by, `ahead_s`, would not
         cover the wait for a long chunk — the rest of its frames (each step with the other
         sequences' short calls), then the call — and short chunks keep up. Where the long call
-        is not measured yet, it is taken to cost as much per frame as the short one (more than
-        it does)."""
+        is not measured yet, it is taken to cost a short call per frame (more than it does)."""
         if not self.keeps_up(sequences):
             return False
         step = self.step_s(sequences)
         long = self._decode_s(self.steady)
         short = self._decode_s(self.short)
         assert step is not None and short is not None  # keeps_up measured both
-        per_frame = step + (sequences - 1) * short / self.short
-        wait = (self.steady - ready) * per_frame + (long if long is not None else short * self.steady / self.short)
+        per_frame = step + (sequences - 1) * short
+        wait = (self.steady - ready) * per_frame + (long if long is not None else short * self.steady)
         return ahead_s < wait + MARGIN_S
 
     def call_size(self, ready: int) -> int:

@@ -98,7 +98,8 @@ class PythonRunner:
             raise ValueError(f"no codec graphs for chunks first={schedule.first} steady={schedule.steady} "
                              f"(compiled: first {first}, steady {steady})")
         self.can_copy_blocks = prefix_cache_supported(model.devices["talker"])
-        self.can_pace = short_chunks_carry_on(schedule, {g.frames for g in codec.steady.values()} if codec else ())
+        self.can_pace = short_chunks_carry_on(schedule, {g.frames for g in codec.steady.values() if g.any_length}
+                                              if codec else ())
         self._talker = graphs.talker.create_infer_request()
         self._subcode = graphs.subcode.create_infer_request()
         self._cache_rows: list[np.ndarray] = []  # each cache tensor's bytes, one row per block
@@ -234,7 +235,9 @@ class PythonRunner:
 
 def short_chunks_carry_on(schedule: ChunkSchedule, steady_lengths: Collection[int]) -> bool:
     """Whether a running stream can decode a short chunk (the first chunk's size) at a short
-    chunk's cost: a steady graph of that very length is compiled (engine/pacing.py)."""
+    chunk's cost: a steady graph of that very length is compiled (engine/pacing.py), among
+    `steady_lengths`, those of the compiled steady graphs that take the real frame count (a
+    paced stream's partial chunks need it)."""
     return not schedule.offline and schedule.first < schedule.steady and schedule.first in steady_lengths
 
 

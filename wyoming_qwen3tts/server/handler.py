@@ -20,6 +20,8 @@ from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
+from ..engine.stream import AudioStream
+from ..engine.utterance import Utterance
 from .holdback import Holdback
 from .service import Service, ServiceSlot
 from .speech import Speech, SpeechError, Synth, error_code
@@ -199,13 +201,20 @@ class TtsHandler(AsyncEventHandler):
         voice resolved; raises SpeechError or the voice's ValueError. words: sentences start
         with their first words, as utterances that grow (word-level feeding). paced: the
         client plays the audio as it arrives (a streamed response), so the engine sends short
-        chunks until it is ahead (engine/pacing.py)."""
+        chunks until it is ahead (engine/pacing.py), for a sentence heard as soon as it has
+        audio (Synth)."""
         service: Service = await self.slot.ready()
         entry, lang = service.catalogue.resolve(name, language)
         log.info("%s: voice %s, language %s", label, entry.name, lang)
         engine, params = service.engine, service.params
-        return Synth(lambda sentence: engine.submit(entry.request(sentence, lang), params, paced=paced),
-                     (lambda: engine.open(entry.request("", lang), params, paced=paced)) if words else None)
+
+        def submit(sentence: str, heard: bool) -> AudioStream:
+            return engine.submit(entry.request(sentence, lang), params, paced=paced and heard)
+
+        def open_utterance(heard: bool) -> Utterance:
+            return engine.open(entry.request("", lang), params, paced=paced and heard)
+
+        return Synth(submit, open_utterance if words else None)
 
     def _add(self, speech: Speech, pieces: Callable[[], list]) -> None:
         """Queue what `pieces()` gives: raw sentences (normalized here, empty ones dropped) or

@@ -3,11 +3,13 @@
 While its text is open, a sequence makes at most one frame per text token that has arrived
 (the talker reads text token k+1 with frame k, docs/MODEL.md §5.3), and speech runs several
 frames behind the text. Audio also arrives in codec chunks: one short first chunk (latency),
-then `chunk` frames at a time, so the second chunk comes only `chunk` frames after the first.
+then `chunk` frames at a time, so the second chunk comes only `chunk` frames after the first
+(a paced sentence the engine keeps supplied with short chunks: `chunk` is 1, engine/pacing.py).
 When the LLM writes slower than 12.5 tokens/s, the CPU generates slower than real time, or a
 chunk takes longer to make than the audio before it lasts, audio played as it comes runs dry
 mid-word. So the start of such a sentence is held until, at the frame rate the engine is
-measured to make, every later chunk would arrive before playback reaches it — and never longer
+measured to make (or, until it is, expects to make), every later chunk would arrive before
+playback reaches it — and never longer
 than `max_s` (server.holdback_s) from its first audio: the bound is what it can cost in
 first-audio latency.
 """
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 
 FRAME_S = 0.08  # one frame of 24 kHz audio
 FRAMES_PER_TOKEN = 3.5  # speech per text token: ~150 words/min at ~1.3 tokens/word (English), ~4 chars/s (Chinese)
-MEASURED_FRAMES = 2  # frames made after the first before the rate is trusted (until then: hold)
+MEASURED_FRAMES = 2  # frames made after the first before the rate is trusted (until then: the expected rate, or hold)
 
 
 @dataclass(frozen=True)

@@ -55,10 +55,14 @@ POLL_S = 0.02  # how often a held start is looked at again while no audio arrive
 class Synth:
     """How a response's sentences reach the engine once its voice is resolved: `submit` a
     whole sentence; `open` an utterance whose text grows (None: sentences are submitted
-    whole, when complete)."""
+    whole, when complete). Their flag says whether the sentence is heard as soon as it has
+    audio (no sentence of the response is playing before it): only such a sentence of a
+    streamed response is paced (engine/pacing.py); the next one is made while the current one
+    plays, and pacing it against a playback that has not started would spend decoder calls
+    on audio nobody hears yet."""
 
-    submit: Callable[[str], AudioStream]
-    open: Callable[[], Utterance] | None = None
+    submit: Callable[[str, bool], AudioStream]
+    open: Callable[[bool], Utterance] | None = None
 
 
 @dataclass
@@ -214,11 +218,12 @@ class Speech:
             if synth.open is None and not item.closed:
                 return
             self._pending.popleft()
+            heard_at_once = not self._inflight
             try:
                 if synth.open is None:
-                    item.stream = synth.submit(item.text)
+                    item.stream = synth.submit(item.text, heard_at_once)
                 else:
-                    utterance = item.utterance = synth.open()
+                    utterance = item.utterance = synth.open(heard_at_once)
                     item.stream = utterance.stream
                     self._feed(utterance, item.text, item.closed)
                 self._inflight.append(item)
