@@ -75,7 +75,7 @@ class StreamContext(Context):
         """The `size` positions of full [B, ·, size + n·per_frame, ...] (axis 2) that end where
         the real frames end: the state the next chunk starts from (a Gather copies, exactly).
         Where every frame is real (a first graph, and a 1-frame graph: its one frame is), a
-        Slice takes them: ~3 ms less per 1-frame call than the Gather (0.6B, bf16)."""
+        Slice takes them: 14.7 instead of 15.3 ms per 1-frame call (0.6B, bf16, back to back)."""
         if self.first or self.frames == 1:
             return full.slice(-size, np.iinfo(np.int64).max, 2)
         index = (self.real * per_frame).unsqueeze(1) + np.arange(size)[None, :]  # [B, size]

@@ -60,7 +60,7 @@ def codec_graphs(first: Sequence[int] = FIRST_CHUNKS, steady: Sequence[int] = ST
     """The offline decoder plus a static-shape streaming graph per exported chunk size.
 
     Every chunk graph is a steady one (it takes the decoder state): a steady graph fed a zero
-    state computes what a first-chunk graph does (3 ms more for one frame, 0.6B bf16), and the
+    state computes what a first-chunk graph does (~1 ms more for one frame, 0.6B bf16), and the
     graph that starts a stream then also decodes a paced stream's short chunks
     (engine/pacing.py) and an in-context clone's first chunk, which starts from the state the
     reference codes leave. A Base (clone) model always gets the 1-frame graph, with which a
