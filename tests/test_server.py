@@ -93,6 +93,15 @@ def server(converted_factory, tmp_path_factory):
     yield from tiny_server(converted_factory, tmp_path_factory)
 
 
+def same_samples(a: bytes, b: bytes) -> bool:
+    """The same s16 audio: equal length, and no sample more than 1 apart. A streamed response
+    may be decoded in other chunk sizes than a one-shot one (paced: 1-frame chunks while barely
+    ahead), which the codec decodes to the same audio up to the last bits of the floats
+    (MODEL.md §8.3); a lost, repeated or misplaced chunk is thousands apart."""
+    x, y = np.frombuffer(a, np.int16).astype(np.int32), np.frombuffer(b, np.int16).astype(np.int32)
+    return x.shape == y.shape and bool(np.abs(x - y).max(initial=0) <= 1)
+
+
 def run(coro):
     return asyncio.run(asyncio.wait_for(coro, 120))
 
@@ -143,7 +152,7 @@ def test_streaming_by_sentence_with_mid_word_pieces_gives_the_one_shot_audio(sen
     assert streamed.events[-1] == "synthesize-stopped" and streamed.events.count("synthesize-stopped") == 1
     assert streamed.events.count("audio-start") == 1 and streamed.events.count("audio-stop") == 1
     assert len(streamed.audio) == len(one_shot.audio) == 3 * 24 * FRAME * 2  # three sentences, no duplicate
-    assert streamed.audio == one_shot.audio  # greedy, one thread: the same samples
+    assert same_samples(streamed.audio, one_shot.audio)  # greedy, one thread: the same audio
 
 
 def test_streaming_by_word_gives_each_sentence_in_the_streaming_layout(server):
@@ -158,7 +167,7 @@ def test_streaming_by_word_gives_each_sentence_in_the_streaming_layout(server):
     for piece_chars in (3, 17):
         streamed = run(synthesize(server.uri, THREE, voice="vivian", streaming=True, piece_chars=piece_chars))
         assert streamed.events[-1] == "synthesize-stopped" and streamed.events.count("audio-stop") == 1
-        assert streamed.audio == expected
+        assert same_samples(streamed.audio, expected)
 
 
 def test_a_long_sentence_written_word_by_word_is_heard_before_its_last_word(server):
