@@ -87,33 +87,36 @@ std::vector<std::vector<float>> StreamingCodec::run(Graph& graph, const std::vec
   }
   const size_t rows = graph.batch ? graph.batch : n;
   const int64_t length = graph.frames;
-  ov::Tensor code_tensor(ov::element::i64, {rows, static_cast<size_t>(quantizers_), static_cast<size_t>(length)});
+  // The request's own input tensors, filled in place: a fresh ~5 MB state tensor per call cost
+  // its allocation and page faults on every chunk.
+  ov::InferRequest& req = graph.request;
+  ov::Tensor code_tensor = req.get_tensor("codes");
+  code_tensor.set_shape({rows, static_cast<size_t>(quantizers_), static_cast<size_t>(length)});
   int64_t* c = code_tensor.data<int64_t>();
   std::fill(c, c + code_tensor.get_size(), 0);
   for (size_t row = 0; row < n; ++row)
     for (int64_t t = 0; t < frames[row]; ++t)
       for (int64_t q = 0; q < quantizers_; ++q)
         c[(row * quantizers_ + q) * length + t] = codes[row][t * quantizers_ + q];
-  ov::InferRequest& req = graph.request;
-  req.set_tensor("codes", code_tensor);
   if (graph.any_length) {
-    ov::Tensor real(ov::element::i64, {rows});
+    ov::Tensor real = req.get_tensor(kFrames);
+    real.set_shape({rows});
     std::fill(real.data<int64_t>(), real.data<int64_t>() + rows, length);  // idle rows: full chunks
     std::copy(frames.begin(), frames.end(), real.data<int64_t>());
-    req.set_tensor(kFrames, real);
   }
   if (graph.stateful) {
     for (size_t s = 0; s < layout_.size(); ++s) {
       const StateSlot& slot = layout_[s];
       ov::Shape shape{rows};
       shape.insert(shape.end(), slot.row_shape.begin(), slot.row_shape.end());
-      ov::Tensor state(slot.type, shape);
+      ov::Tensor state = req.get_tensor(kState + slot.name);
+      state.set_shape(shape);
       auto* bytes = static_cast<uint8_t*>(state.data());
-      std::memset(bytes, 0, state.get_byte_size());  // fresh and idle rows start from zeros
-      for (size_t row = 0; row < n; ++row)
-        if (!streams[row]->tensors.empty())
+      for (size_t row = 0; row < rows; ++row)
+        if (row < n && !streams[row]->tensors.empty())
           std::memcpy(bytes + row * slot.row_bytes, streams[row]->tensors[s].data(), slot.row_bytes);
-      req.set_tensor(kState + slot.name, state);
+        else
+          std::memset(bytes + row * slot.row_bytes, 0, slot.row_bytes);  // fresh and idle rows start from zeros
     }
   }
   req.infer();
