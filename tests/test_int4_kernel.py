@@ -196,8 +196,9 @@ def test_runner_swaps_the_kernel_into_every_int4_product(int4_dir):
 
 
 def test_auto_uses_the_kernel_unless_the_precision_is_f32(int4_dir):
-    """engine.int4_kernel null (the default): the runner's kernel in the talker at auto
-    precision, OpenVINO's at f32 (the exact path), never in the Python runner."""
+    """engine.int4_kernel null (the default): the runner's kernel in the talker graph at auto
+    precision, OpenVINO's at f32 (the exact path), never in the Python runner. (By default the
+    native runner runs the talker itself at auto precision: the graph is asked for here.)"""
     assert EngineConfig().int4_kernel is None
     auto = EngineConfig()
     assert auto.native_int4("auto", "f32") and not auto.native_int4("f32", "f32")
@@ -206,7 +207,7 @@ def test_auto_uses_the_kernel_unless_the_precision_is_f32(int4_dir):
     assert not EngineConfig(int4_kernel=False).native_int4("auto", "f32")
     assert not EngineConfig(runner="python", int4_kernel=True).native_int4("auto", "f32")
     model = LoadedModel(int4_dir, precision="auto", kv_precision="u8")
-    sched = Scheduler(model, EngineConfig(kv_blocks=64, max_frames=12))
+    sched = Scheduler(model, EngineConfig(kv_blocks=64, max_frames=12, talker_runtime="openvino"))
     try:
         talker = len(int4_products(ov.Core().read_model(int4_dir / "talker.xml")))
         assert sched.runner.subcode_runtime.startswith("subcode_cpu")  # the subcode graph is not compiled

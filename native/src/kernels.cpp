@@ -20,6 +20,9 @@ QWEN3TTS_TARGET inline F fzero() { return _mm512_setzero_ps(); }
 QWEN3TTS_TARGET inline F fset(float v) { return _mm512_set1_ps(v); }
 QWEN3TTS_TARGET inline F fload(const float* p) { return _mm512_loadu_ps(p); }
 QWEN3TTS_TARGET inline void fstore(float* p, F v) { _mm512_storeu_ps(p, v); }
+QWEN3TTS_TARGET inline F load_u8(const uint8_t* p) {
+  return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
+}
 QWEN3TTS_TARGET inline F fmul(F a, F b) { return _mm512_mul_ps(a, b); }
 QWEN3TTS_TARGET inline F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
 QWEN3TTS_TARGET inline F fmax(F a, F b) { return _mm512_max_ps(a, b); }
@@ -43,7 +46,7 @@ QWEN3TTS_TARGET inline I dot_nibbles(I acc, I u, int32_t x4) { return dot_bytes(
 #include "kernel_body.inc"
 #undef QWEN3TTS_TARGET
 }  // namespace
-const Kernels kKernels{Isa::avx512_vnni, "avx512_vnni", quantize, int8_blocks, int4_blocks, dot};
+const Kernels kKernels{Isa::avx512_vnni, "avx512_vnni", quantize, int8_blocks, int4_blocks, dot, dot_u8, axpy, axpy_u8};
 }  // namespace avx512
 
 // AVX2 with FMA: a 16-lane vector is two registers; VNNI's dot products become 16-bit
@@ -65,6 +68,10 @@ QWEN3TTS_TARGET inline F fload(const float* p) { return {_mm256_loadu_ps(p), _mm
 QWEN3TTS_TARGET inline void fstore(float* p, F v) {
   _mm256_storeu_ps(p, v.lo);
   _mm256_storeu_ps(p + 8, v.hi);
+}
+QWEN3TTS_TARGET inline F load_u8(const uint8_t* p) {
+  return {_mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p)))),
+          _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8))))};
 }
 QWEN3TTS_TARGET inline F fmul(F a, F b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
 QWEN3TTS_TARGET inline F fma(F a, F b, F c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
@@ -135,7 +142,7 @@ QWEN3TTS_TARGET inline I dot_nibbles(I acc, I u, int32_t x4) {
 #include "kernel_body.inc"
 #undef QWEN3TTS_TARGET
 }  // namespace
-const Kernels kKernels{Isa::avx2, "avx2", quantize, int8_blocks, int4_blocks, dot};
+const Kernels kKernels{Isa::avx2, "avx2", quantize, int8_blocks, int4_blocks, dot, dot_u8, axpy, axpy_u8};
 }  // namespace avx2
 
 namespace {

@@ -13,6 +13,7 @@
 
 #include "qwen3tts/int4_linear.hpp"
 #include "qwen3tts/subcode_cpu.hpp"
+#include "qwen3tts/talker_cpu.hpp"
 #include "qwen3tts/runner.hpp"
 
 namespace py = pybind11;
@@ -173,7 +174,7 @@ PYBIND11_MODULE(_native, m) {
          const Array<float>& uniform, const std::string& isa) {
         const Kernels& kernels = kernels_named(isa);
         ov::Core core;
-        SubcodeCpu subcode(*core.read_model(xml), threads, kernels);
+        SubcodeCpu subcode(*core.read_model(xml), std::make_shared<ThreadTeam>(threads), kernels);
         const py::ssize_t k = code0.size(), steps = subcode.steps(), width = subcode.talker_hidden();
         if (hidden.ndim() != 2 || hidden.shape(0) != k || hidden.shape(1) != width || temperature.size() != k ||
             top_k.size() != k || top_p.size() != k || uniform.size() != k * steps)
@@ -193,6 +194,43 @@ PYBIND11_MODULE(_native, m) {
       py::arg("top_k"), py::arg("top_p"), py::arg("uniform"), py::arg("isa") = "",
       "(codes, frame_embedding, first step's logits) of one call of the runner's own code predictor over a "
       "subcode IR's weights (for tests)");
+
+  py::class_<TalkerCpu>(m, "TalkerCpu", "The runner's own talker over a talker IR's weights (for tests)")
+      .def(py::init([](const std::string& xml, int threads, bool u8_cache, int64_t block_size, const std::string& isa) {
+             ov::Core core;
+             return std::make_unique<TalkerCpu>(*core.read_model(xml), std::make_shared<ThreadTeam>(threads), u8_cache,
+                                                block_size, kernels_named(isa));
+           }),
+           py::arg("xml"), py::arg("threads"), py::arg("u8_cache"), py::arg("block_size"), py::arg("isa") = "")
+      .def_property_readonly("block_bytes", &TalkerCpu::block_bytes)
+      .def("allocate", &TalkerCpu::allocate, py::arg("blocks"))
+      .def("copy_block", &TalkerCpu::copy_block, py::arg("source"), py::arg("target"))
+      .def(
+          "run",
+          [](TalkerCpu& t, const Array<float>& embeds, const Array<int64_t>& positions, const Array<int32_t>& past_lens,
+             const Array<int32_t>& begins, const Array<int32_t>& block_indices, const Array<int32_t>& block_begins,
+             const Array<int64_t>& sample_rows) {
+            const py::ssize_t rows = positions.size(), n = past_lens.size(), k = sample_rows.size();
+            bool ok = embeds.ndim() == 2 && embeds.shape(0) == rows && embeds.shape(1) == t.hidden() &&
+                      begins.size() == n + 1 && block_begins.size() == n + 1 && begins.data()[n] == rows &&
+                      block_begins.data()[n] == block_indices.size();
+            for (py::ssize_t s = 0; ok && s < n; ++s)
+              ok = past_lens.data()[s] + begins.data()[s + 1] - begins.data()[s] <=
+                   (block_begins.data()[s + 1] - block_begins.data()[s]) * t.block_size();
+            for (py::ssize_t i = 0; ok && i < block_indices.size(); ++i)
+              ok = block_indices.data()[i] >= 0 && block_indices.data()[i] < t.blocks();
+            for (py::ssize_t i = 0; ok && i < k; ++i) ok = sample_rows.data()[i] >= 0 && sample_rows.data()[i] < rows;
+            if (!ok) throw std::invalid_argument("TalkerCpu.run: the arrays do not fit each other or the cache");
+            py::array_t<float> logits({k, static_cast<py::ssize_t>(t.vocab())});
+            py::array_t<float> hidden({k, static_cast<py::ssize_t>(t.hidden())});
+            py::gil_scoped_release release;
+            t.run({rows, n, k, embeds.data(), positions.data(), past_lens.data(), begins.data(), block_indices.data(),
+                   block_begins.data(), sample_rows.data(), logits.mutable_data(), hidden.mutable_data()});
+            return std::make_tuple(logits, hidden);
+          },
+          py::arg("embeds"), py::arg("positions"), py::arg("past_lens"), py::arg("begins"), py::arg("block_indices"),
+          py::arg("block_begins"), py::arg("sample_rows"),
+          "One call, as the paged talker graph's inputs -> (logits [k, vocab], hidden [k, hidden])");
 
   py::class_<StepTimes>(m, "StepTimes")
       .def_readonly("talker_s", &StepTimes::talker_s)
@@ -218,6 +256,9 @@ PYBIND11_MODULE(_native, m) {
       .def_readwrite("offline", &RunnerConfig::offline)
       .def_readwrite("int4_linear", &RunnerConfig::int4_linear)
       .def_readwrite("subcode_cpu", &RunnerConfig::subcode_cpu)
+      .def_readwrite("talker_cpu", &RunnerConfig::talker_cpu)
+      .def_readwrite("talker_u8_cache", &RunnerConfig::talker_u8_cache)
+      .def_readwrite("talker_block_size", &RunnerConfig::talker_block_size)
       .def_readwrite("subcode_threads", &RunnerConfig::subcode_threads)
       .def_readwrite("eos", &RunnerConfig::eos)
       .def_readwrite("suppress_from", &RunnerConfig::suppress_from)
@@ -230,6 +271,7 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("kv_block_bytes", &Runner::kv_block_bytes)
       .def_property_readonly("int4_products", &Runner::int4_products)
       .def_property_readonly("subcode_runtime", &Runner::subcode_runtime)
+      .def_property_readonly("talker_runtime", &Runner::talker_runtime)
       .def_property_readonly("hidden", &Runner::hidden)
       .def_property_readonly("times", &Runner::times)
       .def_property_readonly("load_memory", [](const Runner& r) {

@@ -84,6 +84,8 @@ void Runner::release_graphs() {
   primed_.clear();
   codec_.reset();  // each graph's request (and its tensors) before its compiled model
   subcode_cpu_.reset();
+  talker_cpu_.reset();
+  team_.reset();
   talker_io_ = {};
   subcode_io_ = {};
   talker_req_ = {};
@@ -144,6 +146,16 @@ void Runner::compile_codec() {
 
 void Runner::compile_talker() {
   MappedIr ir(core_, config_.talker_xml);
+  if (use_talker_cpu(*ir.model())) {  // its weights are copied: the mapped IR goes now
+    hidden_ = talker_cpu_->hidden();
+    vocab_ = talker_cpu_->vocab();
+    block_size_ = talker_cpu_->block_size();
+    kv_block_bytes_ = talker_cpu_->block_bytes();
+    check_ids();
+    talker_io_.logits = ov::Tensor(ov::element::f32, {1, static_cast<size_t>(vocab_)});
+    talker_io_.hidden = ov::Tensor(ov::element::f32, {1, static_cast<size_t>(hidden_)});
+    return;
+  }
   ov::pass::Manager passes;
   passes.register_pass<ov::pass::SDPAToPagedAttention>();
   passes.run_passes(ir.model());
@@ -163,8 +175,7 @@ void Runner::compile_talker() {
   // inputs_embeds is [?, ?] after the transformation; the outputs keep their widths
   hidden_ = static_dim(talker_.output("hidden"), 1);
   vocab_ = static_dim(talker_.output("logits"), 1);
-  if (config_.eos < 0 || config_.eos >= vocab_ || config_.suppress_from < 0 || config_.suppress_from > vocab_)
-    throw std::invalid_argument("eos and suppress_from must be talker ids");
+  check_ids();
   for (const auto& input : talker_.inputs()) {
     const std::string& name = input.get_any_name();
     if (!is_cache(name)) continue;
@@ -192,6 +203,49 @@ void Runner::compile_talker() {
   irs_.push_back(std::move(ir));
 }
 
+void Runner::check_ids() const {
+  if (config_.eos < 0 || config_.eos >= vocab_ || config_.suppress_from < 0 || config_.suppress_from > vocab_)
+    throw std::invalid_argument("eos and suppress_from must be talker ids");
+}
+
+std::string Runner::cpu_stack_refused(const std::string& device) const {
+  if (device.rfind("CPU", 0) != 0) return "not on the CPU";
+  if (supported_isas().empty()) return "the runner's own kernels need a CPU with AVX2 and FMA, or AVX-512 VNNI";
+  return "";
+}
+
+std::shared_ptr<ThreadTeam> Runner::team() {
+  if (team_) return team_;
+  int64_t threads = config_.subcode_threads;
+  if (threads <= 0 && talker_) {  // the CPU plugin's choice where it runs the talker
+    if (config_.talker_device.rfind("CPU", 0) == 0) threads = talker_.get_property(ov::inference_num_threads);
+  } else if (threads <= 0) {
+    auto it = config_.talker_properties.find("INFERENCE_NUM_THREADS");
+    threads = it != config_.talker_properties.end() ? std::stoll(it->second) : 0;
+  }
+  team_ = std::make_shared<ThreadTeam>(static_cast<int>(threads > 0 ? threads : available_cores()));
+  return team_;
+}
+
+bool Runner::use_talker_cpu(const ov::Model& model) {
+  if (!config_.talker_cpu) return false;
+  const std::string refused = cpu_stack_refused(config_.talker_device);
+  if (!refused.empty()) {
+    talker_runtime_ = "openvino (" + refused + ")";
+    return false;
+  }
+  try {
+    talker_cpu_ = std::make_unique<TalkerCpu>(model, team(), config_.talker_u8_cache, config_.talker_block_size);
+  } catch (const std::invalid_argument& e) {  // not this graph's (older, fp16): the graph runs
+    talker_runtime_ = std::string("openvino (") + e.what() + ")";
+    return false;
+  }
+  talker_runtime_ = std::string("talker_cpu, ") + talker_cpu_->kernels().name + ", " +
+                    (config_.talker_u8_cache ? "u8" : "f32") + " cache, " + std::to_string(talker_cpu_->threads()) +
+                    " threads";
+  return true;
+}
+
 void Runner::use_int4_kernel(const std::shared_ptr<ov::Model>& model, const std::string& device) {
   if (config_.int4_linear && device.rfind("CPU", 0) == 0 && !supported_isas().empty())
     int4_products_ += use_int4_linear(model);
@@ -211,21 +265,14 @@ void Runner::set_caches(int64_t blocks) {
 
 bool Runner::use_subcode_cpu(const ov::Model& model) {
   if (!config_.subcode_cpu) return false;
-  if (config_.subcode_device.rfind("CPU", 0) != 0) {
-    subcode_runtime_ = "openvino (the subcode is not on the CPU)";
+  const std::string refused = cpu_stack_refused(config_.subcode_device);
+  if (!refused.empty()) {
+    subcode_runtime_ = "openvino (" + refused + ")";
     return false;
   }
-  if (supported_isas().empty()) {
-    subcode_runtime_ = "openvino (the runner's own subcode needs a CPU with AVX2 and FMA, or AVX-512 VNNI)";
-    return false;
-  }
-  int64_t threads = config_.subcode_threads;
-  if (threads <= 0)  // the CPU plugin's choice (cores, not hyperthreads) where it runs the talker
-    threads = config_.talker_device.rfind("CPU", 0) == 0 ? talker_.get_property(ov::inference_num_threads)
-                                                          : available_cpus();
   try {
-    subcode_cpu_ = std::make_unique<SubcodeCpu>(model, static_cast<int>(std::max<int64_t>(1, threads)));
-  } catch (const std::exception& e) {  // not this graph's (older, fp16), or no threads: the graph runs
+    subcode_cpu_ = std::make_unique<SubcodeCpu>(model, team());
+  } catch (const std::invalid_argument& e) {  // not this graph's (older, fp16): the graph runs
     subcode_runtime_ = std::string("openvino (") + e.what() + ")";
     return false;
   }
@@ -270,12 +317,18 @@ void Runner::allocate_kv(int64_t num_blocks) {
   check_open();
   if (num_blocks_ > 0) throw std::logic_error("the KV cache is allocated already");
   if (num_blocks < 1) throw std::invalid_argument("the KV cache needs at least one block");
-  set_caches(num_blocks);  // allocated, not touched: a block becomes resident when a sequence first writes it
+  // allocated, not touched: a block becomes resident when a sequence first writes it
+  if (talker_cpu_) talker_cpu_->allocate(num_blocks);
+  else set_caches(num_blocks);
   num_blocks_ = num_blocks;
 }
 
 void Runner::copy_blocks(const std::vector<int32_t>& pairs) {
   if (pairs.empty()) return;  // most steps: not even a look at the ~60 cache tensors
+  if (talker_cpu_) {
+    for (size_t i = 0; i + 1 < pairs.size(); i += 2) talker_cpu_->copy_block(pairs[i], pairs[i + 1]);
+    return;
+  }
   for (ov::Tensor& cache : caches_) {
     const size_t row = cache.get_byte_size() / cache.get_shape()[0];
     auto* bytes = static_cast<uint8_t*>(cache.data());
@@ -332,18 +385,27 @@ StepOutput Runner::forward(const StepPlan& plan) {
   out.codes.assign(k * static_cast<size_t>(config_.groups), 0);
   out.embeddings.assign(k * static_cast<size_t>(hidden_), 0.0f);
   if (total == 0) return out;  // copies only
-  const std::vector<int64_t> rows = k > 0 ? plan.sample_rows : std::vector<int64_t>{0};  // the graph wants a row
   TalkerIo& t = talker_io_;
-  fill(t.embeds, plan.embeds, {total, static_cast<size_t>(hidden_)});
-  fill(t.positions, plan.positions, {total});
-  fill(t.past_lens, plan.past_lens, {n});
-  fill(t.begins, plan.begins, {n + 1});
-  fill(t.block_indices, plan.block_indices, {plan.block_indices.size()});
-  fill(t.block_begins, plan.block_begins, {n + 1});
-  fill(t.max_context, std::vector<int32_t>{plan.max_context}, {});
-  fill(t.sample_rows, rows, {rows.size()});
   auto begin = Clock::now();
-  talker_req_.infer();
+  if (talker_cpu_) {
+    talker_cpu_->run({static_cast<int64_t>(total), static_cast<int64_t>(n), static_cast<int64_t>(k),
+                      plan.embeds.data(), plan.positions.data(), plan.past_lens.data(), plan.begins.data(),
+                      plan.block_indices.data(), plan.block_begins.data(), plan.sample_rows.data(),
+                      reshaped<float>(t.logits, {k, static_cast<size_t>(vocab_)}),
+                      reshaped<float>(t.hidden, {k, static_cast<size_t>(hidden_)})});
+  } else {
+    const std::vector<int64_t> rows = k > 0 ? plan.sample_rows : std::vector<int64_t>{0};  // the graph wants a row
+    fill(t.embeds, plan.embeds, {total, static_cast<size_t>(hidden_)});
+    fill(t.positions, plan.positions, {total});
+    fill(t.past_lens, plan.past_lens, {n});
+    fill(t.begins, plan.begins, {n + 1});
+    fill(t.block_indices, plan.block_indices, {plan.block_indices.size()});
+    fill(t.block_begins, plan.block_begins, {n + 1});
+    fill(t.max_context, std::vector<int32_t>{plan.max_context}, {});
+    fill(t.sample_rows, rows, {rows.size()});
+    begin = Clock::now();
+    talker_req_.infer();
+  }
   add_time(&StepTimes::talker_s, seconds_since(begin));
   if (k == 0) return out;
   const std::vector<int64_t> code0 = sample_code0(plan, t.logits.data<const float>());

@@ -4,6 +4,9 @@
 #include <sched.h>
 
 #include <algorithm>
+#include <fstream>
+#include <set>
+#include <string>
 #include <stdexcept>
 
 namespace qwen3tts {
@@ -91,6 +94,20 @@ int available_cpus() {
   cpu_set_t set;
   if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
   return std::max(1, CPU_COUNT(&set));
+}
+
+int available_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof(set), &set) != 0) return 1;
+  std::set<std::string> cores;  // each core's sibling list, as the kernel writes it
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (!CPU_ISSET(cpu, &set)) continue;
+    std::ifstream file("/sys/devices/system/cpu/cpu" + std::to_string(cpu) + "/topology/thread_siblings_list");
+    std::string siblings;
+    if (!std::getline(file, siblings)) siblings = "cpu" + std::to_string(cpu);  // unknown: a core of its own
+    cores.insert(siblings);
+  }
+  return std::max(1, static_cast<int>(cores.size()));
 }
 
 }  // namespace qwen3tts

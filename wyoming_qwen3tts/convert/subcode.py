@@ -26,27 +26,12 @@ import openvino as ov
 from ..model.checkpoint import Checkpoint
 from .expr import T, cat, i64, op, param, result, where
 from .ops import ConstantRope, Params, Weights, linear, rms_norm
-from .transformer import LayerWeights, decoder_layer_at
+from .transformer import LayerWeights, decoder_layer_at, mark_stack, name_weights
 
 log = logging.getLogger(__name__)
 
 INPUTS = ("hidden", "code0", "temperature", "top_k", "top_p", "uniform")
 OUTPUTS = ("codes", "frame_embedding")
-# Where the native runner's own code predictor (native/include/qwen3tts/subcode_cpu.hpp)
-# finds what it needs in this graph: the weight Constants by these names (nncf keeps a
-# compressed Constant's name), the layer stack's numbers in the model's rt_info.
-WEIGHT_NAMES_VERSION = "1"
-
-
-def _name_weights(named: dict[str, T]) -> None:
-    """Gives each weight's Constant (under fp16's Convert, if any) its stable name."""
-    for name, t in named.items():
-        node = t.node
-        if node.get_type_name() == "Convert":
-            node = node.input_value(0).get_node()
-        node.set_friendly_name(f"subcode.{name}")
-
-
 class _FrameCache:
     """Per-layer keys/values of the current frame as plain tensors (no state: the cache
     lives and dies inside one inference call)."""
@@ -117,15 +102,13 @@ def build_subcode(ckpt: Checkpoint, weights: Weights) -> ov.Model:
     if cp.has_projection:
         proj_w, proj_b = p.small_to_mtp_projection.matrix(), p.small_to_mtp_projection.matrix("bias")
 
+    # the native runner's own code predictor (native/include/qwen3tts/subcode_cpu.hpp) reads these
     named = {"norm": final_norm, "talker_embedding": talker_table}
-    for i, lw in enumerate(layers):
-        named.update({f"layer{i}.{field}": getattr(lw, field) for field in (
-            "input_norm", "qkv", "o", "q_norm", "k_norm", "post_norm", "gate_up", "down")})
     named.update({f"head{g}": w for g, w in enumerate(heads)})
     named.update({f"embedding{g}": w for g, w in enumerate(tables)})
     if cp.has_projection:
         named.update({"projection": proj_w, "projection_bias": proj_b})
-    _name_weights(named)
+    name_weights("subcode", layers, named)
 
     cache, rope = _FrameCache(), ConstantRope(s.head_dim, s.rope_theta)
     embedded = talker_table.gather(code0, 0)  # [B, H_talker]
@@ -148,9 +131,6 @@ def build_subcode(ckpt: Checkpoint, weights: Weights) -> ov.Model:
 
     model = ov.Model([result(cat(codes, 1), "codes"), result(frame, "frame_embedding")], [t.node for t in inputs],
                      "subcode")
-    for key, value in (("weight_names", WEIGHT_NAMES_VERSION), ("layers", s.num_layers), ("heads", s.num_heads),
-                       ("kv_heads", s.num_kv_heads), ("head_dim", s.head_dim), ("rms_norm_eps", s.rms_norm_eps),
-                       ("rope_theta", s.rope_theta)):
-        model.set_rt_info(str(value), ["qwen3tts", key])
+    mark_stack(model, s)
     log.info("subcode graph: %d steps, %d layers, %d ops", steps, s.num_layers, len(model.get_ordered_ops()))
     return model

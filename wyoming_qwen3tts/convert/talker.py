@@ -26,7 +26,7 @@ from openvino.op.util import Variable, VariableInfo
 from ..model.checkpoint import Checkpoint
 from .expr import T, cat, i64, op, param, result
 from .ops import Params, Weights, linear, rms_norm, rope_tables
-from .transformer import LayerWeights, decoder_layer
+from .transformer import LayerWeights, decoder_layer, mark_stack, name_weights
 
 log = logging.getLogger(__name__)
 
@@ -64,12 +64,18 @@ def build_talker_stateful(ckpt: Checkpoint, weights: Weights) -> ov.Model:
     x, positions, beam_idx, sample_rows = inputs
     cos, sin = rope_tables(positions, s.head_dim, s.rope_theta)
     cache = _StatefulCache(x.batch(), beam_idx, s.num_kv_heads, s.head_dim)
-    for i in range(s.num_layers):
-        x = decoder_layer(x, LayerWeights.load(p.model.layers[i]), s, cos, sin, i, cache, causal=True)
-    x = rms_norm(x, p.model.norm.const(), s.rms_norm_eps)
+    layers = [LayerWeights.load(p.model.layers[i]) for i in range(s.num_layers)]
+    for i, lw in enumerate(layers):
+        x = decoder_layer(x, lw, s, cos, sin, i, cache, causal=True)
+    norm, head = p.model.norm.const(), p.codec_head.matrix()
+    x = rms_norm(x, norm, s.rms_norm_eps)
     rows = x.reshape(-1, s.hidden_size, special_zero=False).gather(sample_rows, 0)
-    logits = linear(rows, p.codec_head.matrix())
-    return ov.Model([result(logits, "logits"), result(rows, "hidden")], cache.sinks, [t.node for t in inputs], "talker")
+    logits = linear(rows, head)
+    name_weights("talker", layers, {"norm": norm, "head": head})  # the native runner's talker_cpu.hpp reads these
+    model = ov.Model([result(logits, "logits"), result(rows, "hidden")], cache.sinks, [t.node for t in inputs],
+                     "talker")
+    mark_stack(model, s)
+    return model
 
 
 def build_talker(ckpt: Checkpoint, weights: Weights) -> ov.Model:

@@ -15,6 +15,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
+import openvino as ov
 
 from ..model.spec import LayerStackSpec
 from .expr import T, op
@@ -22,6 +23,12 @@ from .ops import Params, apply_rope, explicit_attention, linear, merge_heads, re
 
 # (layer index, new keys [B,Hkv,T,D], new values) -> (all keys, all values) incl. the past
 KVCache = Callable[[int, T, T], tuple[T, T]]
+LAYER_FIELDS = ("input_norm", "qkv", "o", "q_norm", "k_norm", "post_norm", "gate_up", "down")
+# Where the native runner's own layer stacks (native/include/qwen3tts/layer_stack.hpp: the
+# code predictor, the talker) find what they need in a graph: each weight's Constant by a stable
+# name `<graph>.<name>` (nncf keeps a compressed Constant's name), the stack's numbers in the
+# model's rt_info under qwen3tts/.
+WEIGHT_NAMES_VERSION = "1"
 
 
 @dataclass
@@ -48,6 +55,26 @@ class LayerWeights:
         return cls(p.input_layernorm.const(), stacked("self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"),
                    attn.o_proj.matrix(), attn.q_norm.const(), attn.k_norm.const(), p.post_attention_layernorm.const(),
                    stacked("mlp.gate_proj", "mlp.up_proj"), p.mlp.down_proj.matrix())
+
+
+def name_weights(graph: str, layers: list[LayerWeights], named: dict[str, T]) -> None:
+    """Gives each weight's Constant (under fp16's Convert, if any) its stable name: the
+    layers' as layer<i>.<field>, then `named`'s."""
+    named = {**{f"layer{i}.{field}": getattr(lw, field) for i, lw in enumerate(layers) for field in LAYER_FIELDS},
+             **named}
+    for name, t in named.items():
+        node = t.node
+        if node.get_type_name() == "Convert":
+            node = node.input_value(0).get_node()
+        node.set_friendly_name(f"{graph}.{name}")
+
+
+def mark_stack(model: ov.Model, s: LayerStackSpec) -> None:
+    """The layer stack's numbers in the model's rt_info, next to the weight names' version."""
+    for key, value in (("weight_names", WEIGHT_NAMES_VERSION), ("layers", s.num_layers), ("heads", s.num_heads),
+                       ("kv_heads", s.num_kv_heads), ("head_dim", s.head_dim), ("rms_norm_eps", s.rms_norm_eps),
+                       ("rope_theta", s.rope_theta)):
+        model.set_rt_info(str(value), ["qwen3tts", key])
 
 
 Rotate = Callable[[T], T]  # per-head normed q or k [B, T, heads, D] -> RoPE-rotated [B, heads, T, D]

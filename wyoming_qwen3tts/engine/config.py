@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 RUNNERS = ("native", "python")
-SUBCODE_RUNTIMES = ("auto", "native", "openvino")
+RUNTIMES = ("auto", "native", "openvino")
 
 
 @dataclass(frozen=True)
@@ -35,6 +35,9 @@ class EngineConfig:
     # native runner: who runs the code predictor on a CPU — its own threads and kernels (native),
     # OpenVINO's subcode graph, or auto: native unless the precision is f32 (OpenVINO's numbers)
     subcode_runtime: str = "auto"
+    # native runner: who runs the talker on a CPU — its own threads and kernels over its own KV
+    # cache (native), OpenVINO's paged talker graph, or auto: native unless the precision is f32
+    talker_runtime: str = "auto"
 
     def validate(self) -> None:
         """Raises ValueError naming the first bad field."""
@@ -49,9 +52,9 @@ class EngineConfig:
             raise ValueError("engine.frames_per_token must be > 0 and engine.min_frames >= 0")
         if self.runner not in RUNNERS:
             raise ValueError(f"engine.runner: {self.runner!r} is not one of {', '.join(RUNNERS)}")
-        if self.subcode_runtime not in SUBCODE_RUNTIMES:
-            raise ValueError(f"engine.subcode_runtime: {self.subcode_runtime!r} is not one of "
-                             f"{', '.join(SUBCODE_RUNTIMES)}")
+        for name in ("subcode_runtime", "talker_runtime"):
+            if getattr(self, name) not in RUNTIMES:
+                raise ValueError(f"engine.{name}: {getattr(self, name)!r} is not one of {', '.join(RUNTIMES)}")
         if self.request_timeout < 0:
             raise ValueError(f"engine.request_timeout must be >= 0, got {self.request_timeout!r}")
 
@@ -67,8 +70,14 @@ class EngineConfig:
         """Whether the native runner should run the code predictor itself, for a model loaded
         with this precision setting (it still falls back to OpenVINO's graph where the CPU or
         the conversion do not allow it)."""
-        return self.runner == "native" and (self.subcode_runtime == "native" or
-                                            (self.subcode_runtime == "auto" and precision != "f32"))
+        return self._native(self.subcode_runtime, precision)
+
+    def native_talker(self, precision: str) -> bool:
+        """The same for the talker."""
+        return self._native(self.talker_runtime, precision)
+
+    def _native(self, runtime: str, precision: str) -> bool:
+        return self.runner == "native" and (runtime == "native" or (runtime == "auto" and precision != "f32"))
 
     def frame_cap(self, text_tokens: int) -> int:
         """Most frames a request with this many text tokens may generate (runaway guard)."""

@@ -40,11 +40,13 @@ class NativeRunner:
     """engine/step.py's Runner over the C++ one."""
 
     def __init__(self, model: LoadedModel, schedule: ChunkSchedule, int4_kernel: bool = False,
-                 native_subcode: bool = False) -> None:
+                 native_subcode: bool = False, native_talker: bool = False) -> None:
         """int4_kernel: multiply INT4 weights of CPU graphs with the runner's own kernel
         (native/include/qwen3tts/int4_linear.hpp) where the CPU runs it; else OpenVINO's.
         native_subcode: run the code predictor with the runner's own threads and kernels
-        (native/include/qwen3tts/subcode_cpu.hpp) where the CPU and the conversion allow."""
+        (native/include/qwen3tts/subcode_cpu.hpp) where the CPU and the conversion allow.
+        native_talker: the same for the talker (native/include/qwen3tts/talker_cpu.hpp), over
+        the runner's own KV cache (f32 where the KV precision is f32, else u8)."""
         if _IMPORT_ERROR is not None:
             raise RuntimeError(f"the native runner is not built ({_IMPORT_ERROR}); reinstall with `pip install .`, "
                                f"or set engine.runner: python")
@@ -63,7 +65,10 @@ class NativeRunner:
         c.first_chunk, c.steady_chunk, c.offline = schedule.first, schedule.steady, schedule.offline
         c.eos, c.suppress_from, c.groups = spec.codec_ids.eos, suppress_from(spec.talker.vocab_size), GROUPS
         c.primed_states, c.int4_linear, c.subcode_cpu = PRIMED_STATES, int4_kernel, native_subcode
+        c.talker_cpu, c.talker_u8_cache = native_talker, model.kv_precision != "f32"
         self._runner = _native.Runner(c)
+        if native_talker:
+            log.info("talker: %s", self._runner.talker_runtime)
         if native_subcode:
             log.info("code predictor: %s", self._runner.subcode_runtime)
         self._sampling = operator.attrgetter(*_native.SAMPLING_FIELDS)  # a row of forward's sampling matrix
@@ -89,6 +94,12 @@ class NativeRunner:
         """Who runs the code predictor: "subcode_cpu, N threads" (the runner's own) or
         "openvino", with the reason when the runner's own was asked for and not possible."""
         return self._runner.subcode_runtime
+
+    @property
+    def talker_runtime(self) -> str:
+        """Who runs the talker: "talker_cpu, …" (the runner's own) or "openvino", with the
+        reason when the runner's own was asked for and not possible."""
+        return self._runner.talker_runtime
 
     @property
     def load_memory(self) -> list[tuple[str, int, int]]:

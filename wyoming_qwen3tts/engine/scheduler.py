@@ -98,11 +98,12 @@ def open_batch(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule
     batch with the config's KV pool."""
     if config.int4_kernel and config.runner != "native":
         log.warning("int4_kernel is a native runner feature: the %s runner uses OpenVINO's products", config.runner)
-    if config.subcode_runtime == "native" and config.runner != "native":
-        log.warning("subcode_runtime native is a native runner feature: the %s runner uses OpenVINO's subcode graph",
-                    config.runner)
+    for name in ("subcode_runtime", "talker_runtime"):
+        if getattr(config, name) == "native" and config.runner != "native":
+            log.warning("%s native is a native runner feature: the %s runner uses OpenVINO's graph", name,
+                        config.runner)
     runner: Runner = (NativeRunner(model, schedule, config.native_int4(model.precision, model.precisions["talker"]),
-                                   config.native_subcode(model.precision))
+                                   config.native_subcode(model.precision), config.native_talker(model.precision))
                       if config.runner == "native"
                       else PythonRunner(model, schedule))
     num_blocks = config.kv_blocks or max(1, config.kv_cache_mb * 2**20 // runner.kv_block_bytes)

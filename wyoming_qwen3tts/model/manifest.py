@@ -24,13 +24,15 @@ from .spec import ConfigError, ModelSpec, parse_model_config
 
 MANIFEST = "manifest.json"
 FORMAT = "wyoming-qwen3tts-ir"
-FORMAT_VERSION = 3
-READABLE_VERSIONS = (1, 2, 3)  # older readable formats load with what they have
+FORMAT_VERSION = 4
+READABLE_VERSIONS = (1, 2, 3, 4)  # older readable formats load with what they have
 # What each format version added (a managed conversion of an older one is converted again for it).
 FORMAT_CHANGES = {2: "the subcode graph names its weights, so the native runner can run the code predictor itself "
                      "(older: OpenVINO's subcode graph, slower)",
                   3: "the short codec chunk graphs take the decoder state, so a streamed response comes in short "
-                     "chunks until it is ahead of playback (older: its start is held longer)"}
+                     "chunks until it is ahead of playback (older: its start is held longer)",
+                  4: "the talker graph names its weights, so the native runner can run the talker itself "
+                     "(older: OpenVINO's paged talker, slower)"}
 CLONE_GRAPHS = ("speaker_encoder", "codec_encoder")  # a Base model's encoders of reference audio
 PRIMING_GRAPH = "codec_steady_1"  # a Base model's decoder hears reference codes of any length
 

@@ -1,5 +1,6 @@
 // The runner's own arithmetic for one instruction set: int8 activation quantization, the
-// INT8 and INT4 weight products, and float dot products (docs/OPENVINO.md §10).
+// INT8 and INT4 weight products, and the float dot products and sums of attention
+// (docs/OPENVINO.md §10).
 //
 // The same kernel source is compiled once per instruction set (kernels.cpp): AVX-512 VNNI
 // (Xeons, Zen 4) and AVX2 (every x86-64 CPU since 2013; N100-class mini PCs have no AVX-512).
@@ -39,6 +40,12 @@ struct Kernels {
                       int64_t stride_y, float* y);
   // Σ a·b over n values, n a multiple of 16.
   float (*dot)(const float* a, const float* b, int64_t n);
+  // Σ a·b over n values, b bytes taken as unsigned integers (a u8 KV cache row), n a multiple of 16.
+  float (*dot_u8)(const float* a, const uint8_t* b, int64_t n);
+  // y += a·x over n values (one fused multiply-add each), n a multiple of 16.
+  void (*axpy)(float a, const float* x, int64_t n, float* y);
+  // The same with x bytes taken as unsigned integers.
+  void (*axpy_u8)(float a, const uint8_t* x, int64_t n, float* y);
 };
 
 // The instruction sets this CPU runs, fastest first (empty: neither AVX2 nor AVX-512 VNNI).

@@ -22,6 +22,7 @@
 #include "qwen3tts/resident_memory.hpp"
 #include "qwen3tts/step_plan.hpp"
 #include "qwen3tts/subcode_cpu.hpp"
+#include "qwen3tts/talker_cpu.hpp"
 
 namespace qwen3tts {
 
@@ -40,7 +41,10 @@ struct RunnerConfig {
   int64_t primed_states = 0;                          // decoder states primed with reference codes kept
   bool int4_linear = false;                           // INT4 products of CPU graphs by int4_linear.hpp's kernel
   bool subcode_cpu = false;     // a CPU subcode by subcode_cpu.hpp, where the CPU and the graph allow
-  int64_t subcode_threads = 0;  // its team (0: as many as the CPU plugin uses for the talker)
+  bool talker_cpu = false;      // a CPU talker by talker_cpu.hpp, where the CPU and the graph allow
+  bool talker_u8_cache = true;  // its KV cache in u8 (else f32)
+  int64_t talker_block_size = 32;  // its KV block (the CPU plugin's paged attention uses 32)
+  int64_t subcode_threads = 0;  // their team (0: the CPU plugin's INFERENCE_NUM_THREADS, else the physical cores)
 };
 
 // Inference time of each graph, summed since the runner was made.
@@ -71,6 +75,9 @@ class Runner {
   // Who runs the code predictor: "subcode_cpu, N threads", or "openvino" (with the reason
   // when subcode_cpu was asked for and could not be used).
   const std::string& subcode_runtime() const { return subcode_runtime_; }
+  // Who runs the talker: "talker_cpu, <kernels>, <cache>, N threads", or "openvino" (with the
+  // reason when talker_cpu was asked for and could not be used).
+  const std::string& talker_runtime() const { return talker_runtime_; }
 
   // Makes the KV cache num_blocks blocks (allocated, not touched: a block becomes resident
   // when a sequence first writes it). Once, before the first forward().
@@ -96,10 +103,17 @@ class Runner {
   void compile_codec();
   void compile_talker();
   void compile_subcode();
+  // Why the runner's own layer stacks cannot run a graph on `device` ("" if they can).
+  std::string cpu_stack_refused(const std::string& device) const;
+  // The team the runner's own talker and subcode share (made at the first call).
+  std::shared_ptr<ThreadTeam> team();
+  // talker_cpu_ from the graph's weights, if the config asks and the CPU and the graph allow
+  bool use_talker_cpu(const ov::Model& model);
   // subcode_cpu_ from the graph's weights, if the config asks and the CPU and the graph allow
   bool use_subcode_cpu(const ov::Model& model);
   // int4_linear.hpp's kernel into a CPU graph, if the config asks and the CPU runs it
   void use_int4_kernel(const std::shared_ptr<ov::Model>& model, const std::string& device);
+  void check_ids() const;           // eos and suppress_from are talker ids
   void set_caches(int64_t blocks);  // key_cache.N and value_cache.N of `blocks` blocks, set on the talker
   void check_open() const;          // under mutex_
   // Throws std::invalid_argument unless the plan's arrays fit each other, the KV cache and
@@ -144,8 +158,10 @@ class Runner {
   TalkerIo talker_io_;
   SubcodeIo subcode_io_;
   std::unique_ptr<StreamingCodec> codec_;
+  std::shared_ptr<ThreadTeam> team_;          // talker_cpu_'s and subcode_cpu_'s
+  std::unique_ptr<TalkerCpu> talker_cpu_;      // instead of talker_ (then talker_io_ holds logits, hidden)
   std::unique_ptr<SubcodeCpu> subcode_cpu_;  // instead of subcode_ (then subcode_io_ are plain host tensors)
-  std::string subcode_runtime_ = "openvino";
+  std::string subcode_runtime_ = "openvino", talker_runtime_ = "openvino";
   std::vector<ov::Tensor> caches_;  // key_cache.N and value_cache.N: [blocks, ...] each
   int64_t num_blocks_ = 0;          // of the KV cache allocate_kv made (0: not yet)
   int64_t kv_block_bytes_ = 0, block_size_ = 0, hidden_ = 0, vocab_ = 0, int4_products_ = 0;

@@ -17,8 +17,7 @@
 
 #include <openvino/core/model.hpp>
 
-#include "qwen3tts/quantized_matrix.hpp"
-#include "qwen3tts/thread_team.hpp"
+#include "qwen3tts/layer_stack.hpp"
 
 namespace qwen3tts {
 
@@ -42,38 +41,33 @@ class SubcodeCpu {
   // From the subcode graph's weights, found by the names convert/subcode.py gives them, and
   // its rt_info. Throws std::invalid_argument if the graph has no such names (converted by
   // an older version) or a weight is not nncf's INT4 group-wise or INT8 per-row pattern
-  // (an fp16/fp32 conversion): the runner then compiles the graph instead. `kernels`: the
-  // instruction set of its products and dot products (any gives the same numbers).
-  SubcodeCpu(const ov::Model& model, int threads, const Kernels& kernels = best_kernels());
+  // (an fp16/fp32 conversion): the runner then compiles the graph instead. `team`: the
+  // threads it runs on (shared with the runner's talker); `kernels`: the instruction set of
+  // its products and dot products (any gives the same numbers).
+  SubcodeCpu(const ov::Model& model, std::shared_ptr<ThreadTeam> team, const Kernels& kernels = best_kernels());
 
   int64_t steps() const { return static_cast<int64_t>(heads_.size()); }
   int64_t talker_hidden() const { return talker_hidden_; }
   int64_t vocab() const { return vocab_; }
-  int threads() const { return team_.size(); }
-  const Kernels& kernels() const { return kernels_; }
+  int threads() const { return team_->size(); }
+  const Kernels& kernels() const { return stack_.kernels; }
   // One call of the graph; throws std::invalid_argument for a code0 outside the talker's
   // codec table. first_logits (tests): the first step's logits [rows × vocab], if given.
   void run(const SubcodeBatch& batch, std::vector<float>* first_logits = nullptr);
 
  private:
-  struct Layer {
-    std::vector<float> input_norm, q_norm, k_norm, post_norm;
-    std::unique_ptr<QuantizedMatrix> qkv, o, gate_up, down;
-  };
-  // Everything a call touches, sized by prepare() before the team runs: a job allocates
-  // nothing, so it cannot throw (ThreadTeam::run's contract).
+  // Everything a call touches besides the stack's buffers, sized by prepare().
   struct Work {
-    std::vector<float> x, normed, qkv, attention, gate_up, act, out, logits, last, inputs, first_logits;
+    StackWork stack;
+    std::vector<float> logits, last, inputs, first_logits;
     std::vector<float> keys, values;  // [layer][row][kv head][position][head dim]
     std::vector<float> head, query, scores;  // attention's scratch (member 0)
     std::vector<int64_t> order;              // sampling's scratch (member 0)
     std::vector<float> probs, cumulative;
-    std::vector<QuantizedRows> quantized;  // one per team member
   };
 
-  // x [n × width] → y [n × rows of w], split over the team; ends at a barrier.
-  void product(int rank, const QuantizedMatrix& w, const float* x, int64_t n, float* y);
-  // The step at positions [first, first + count) of every row over work_.x.
+  SubcodeCpu(const NamedWeights& w, std::shared_ptr<ThreadTeam> team, const Kernels& kernels);
+  // The step at positions [first, first + count) of every row: the layers over work_.stack.x.
   void layers(int rank, int64_t rows, int64_t first, int64_t count);
   void attend(const Layer& layer, int64_t layer_index, int64_t rows, int64_t first, int64_t count);
   // Last position's logits of every row into work_.logits (after the layers).
@@ -83,17 +77,14 @@ class SubcodeCpu {
   void prepare(int64_t rows);
   int64_t sample(const float* logits, float temperature, int64_t top_k, float top_p, float uniform);
 
-  std::vector<Layer> layers_;
-  std::vector<float> final_norm_, projection_bias_;
+  LayerStack stack_;
+  std::vector<float> projection_bias_;
   std::unique_ptr<QuantizedMatrix> projection_;
   std::vector<std::unique_ptr<QuantizedMatrix>> heads_;
   std::vector<std::unique_ptr<Int8Weights>> tables_;  // codebooks 1..15, then the talker's codebook 0
-  int64_t talker_hidden_ = 0, hidden_ = 0, heads_count_ = 0, kv_heads_ = 0, head_dim_ = 0, intermediate_ = 0,
-          vocab_ = 0;
-  float eps_ = 0;
-  const Kernels& kernels_;
+  int64_t talker_hidden_ = 0, vocab_ = 0;
   std::vector<float> cos_, sin_;  // [position][head dim / 2] RoPE at positions 0..steps
-  ThreadTeam team_;
+  std::shared_ptr<ThreadTeam> team_;
   Work work_;
 };
 

@@ -53,5 +53,8 @@ class ThreadTeam {
 
 // The CPUs this process may run on (its affinity mask), at least 1.
 int available_cpus();
+// The physical cores among them (hyperthreads of one core count once), at least 1: the CPU
+// plugin's default thread count for a latency-bound graph.
+int available_cores();
 
 }  // namespace qwen3tts

@@ -1,0 +1,208 @@
+"""The native runner's own talker (native/include/qwen3tts/talker_cpu.hpp) against OpenVINO
+running the talker graph it replaces, on the same converted weights.
+
+With INT4 weights and an f32 KV cache, the graph with every INT4 product swapped for the
+runner's kernel (`infer_with_int4_kernel`, one forward pass over the whole sequence) does the
+same arithmetic in the layers' products, so the rest — norms, RoPE, paged attention over
+blocks scattered in the cache, prefill followed by decode steps — must agree to float
+rounding: the final hidden state within 1e-5 (measured ~2e-7). The codec head is INT8
+(nncf's backup format), which that graph multiplies exactly and the runner with int8
+activations: the logits differ by that rounding (measured 0.7 %). A u8 cache moves the
+hidden state by its own rounding (measured ~3 % on the tiny model's random weights)."""
+from __future__ import annotations
+
+import re
+import shutil
+
+import numpy as np
+import openvino as ov
+import pytest
+from test_int4_kernel import ISAS, run_greedy_request
+
+from wyoming_qwen3tts import _native
+from wyoming_qwen3tts.engine.config import EngineConfig
+from wyoming_qwen3tts.engine.loaded_model import LoadedModel
+from wyoming_qwen3tts.engine.sampling import SamplingParams
+from wyoming_qwen3tts.engine.scheduler import Scheduler
+from wyoming_qwen3tts.model.prompt import VoiceRequest
+
+BLOCK = 4  # small blocks: a 13-token sequence spans four of them
+TABLE = np.array([3, 7, 1, 12], np.int32)  # scattered, out of order
+
+
+@pytest.fixture(autouse=True)
+def _kernels():
+    if not ISAS:
+        pytest.fail("these tests need a CPU with AVX2 and FMA, as every CI host has")
+
+
+@pytest.fixture(scope="module")
+def xml(converted_factory) -> str:
+    return str(converted_factory("tiny", "custom_voice", "int4") / "talker.xml")
+
+
+def sequence(xml: str, tokens: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """Input embeddings [tokens, hidden] of one sequence and its positions."""
+    hidden = ov.Core().read_model(xml).input("inputs_embeds").get_partial_shape()[2].get_length()
+    return np.random.default_rng(seed).standard_normal((tokens, hidden)).astype(np.float32), np.arange(tokens)
+
+
+def whole(xml: str, embeds: np.ndarray) -> dict[str, np.ndarray]:
+    """The graph's outputs for every row, one forward pass, INT4 products by the kernel."""
+    swapped, out = _native.infer_with_int4_kernel(xml, {
+        "inputs_embeds": embeds[None], "position_ids": np.arange(len(embeds))[None],
+        "beam_idx": np.zeros(1, np.int32), "sample_rows": np.arange(len(embeds))})
+    assert swapped > 0
+    return out
+
+
+def talker(xml: str, u8: bool = False, threads: int = 2, isa: str = "") -> _native.TalkerCpu:
+    t = _native.TalkerCpu(xml, threads, u8, BLOCK, isa=isa)
+    t.allocate(16)
+    return t
+
+
+def stepped(t: _native.TalkerCpu, embeds: np.ndarray, prefill: int) -> tuple[np.ndarray, np.ndarray]:
+    """A prefill of `prefill` tokens (every row's outputs), then one decode step per token."""
+    one = np.array([0, 1], np.int32)
+    tables = np.array([0, len(TABLE)], np.int32)
+    logits, hidden = t.run(embeds[:prefill], np.arange(prefill), np.array([0], np.int32),
+                           np.array([0, prefill], np.int32), TABLE, tables, np.arange(prefill))
+    rows = [(logits, hidden)]
+    for i in range(prefill, len(embeds)):
+        rows.append(t.run(embeds[i:i + 1], np.array([i]), np.array([i], np.int32), one, TABLE, tables,
+                          np.array([0])))
+    return np.concatenate([r[0] for r in rows]), np.concatenate([r[1] for r in rows])
+
+
+def relative(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+@pytest.mark.parametrize("isa", ISAS)
+def test_computes_what_the_graph_with_the_int4_kernel_does(xml, isa):
+    """A prefill of 9 tokens, then 4 decode steps, over scattered 4-token blocks."""
+    embeds, _ = sequence(xml, 13, seed=0)
+    graph = whole(xml, embeds)
+    logits, hidden = stepped(talker(xml, isa=isa), embeds, prefill=9)
+    assert relative(hidden, graph["hidden"]) < 1e-5
+    assert relative(logits, graph["logits"]) < 0.02  # the INT8 head's activations rounded to int8
+    assert (logits.argmax(1) == graph["logits"].argmax(1)).mean() >= 0.9
+
+
+def test_a_u8_cache_stays_close_to_f32(xml):
+    embeds, _ = sequence(xml, 13, seed=1)
+    _, exact = stepped(talker(xml), embeds, prefill=9)
+    _, rounded = stepped(talker(xml, u8=True), embeds, prefill=9)
+    assert 0 < relative(rounded, exact) < 0.06  # measured ~3 %: a wrong scale or offset is ~100 %
+
+
+@pytest.mark.parametrize("u8", [False, True])
+def test_batch_threads_and_instruction_sets_do_not_change_a_row(xml, u8):
+    """Two sequences in one call — one prefilling, one decoding after its own prefill — give
+    each row exactly what it gets alone, whatever the team's size and instruction set
+    (products split by output blocks, attention by (sequence, kv head), one order of sums)."""
+    a, _ = sequence(xml, 6, seed=2)
+    b, _ = sequence(xml, 5, seed=3)
+    tables = np.array([0, 2, 4], np.int32)
+    both_tables = np.array([5, 9, 2, 14], np.int32)  # a in 5, 9; b in 2, 14
+    results = []
+    for isa in ISAS:
+        for threads in (1, 2, 3):  # 3: more members than this machine's cores, the barrier yields
+            t = talker(xml, u8, threads, isa)
+            t.run(b[:4], np.arange(4), np.array([0], np.int32), np.array([0, 4], np.int32), both_tables[2:],
+                  np.array([0, 2], np.int32), np.array([3]))
+            rows = np.concatenate([a, b[4:]])
+            results.append(t.run(rows, np.array([0, 1, 2, 3, 4, 5, 4]), np.array([0, 4], np.int32),
+                                 np.array([0, 6, 7], np.int32), both_tables, tables, np.array([5, 6])))
+    for got in results[1:]:
+        for x, y in zip(got, results[0]):
+            np.testing.assert_array_equal(x, y)
+    alone_a = talker(xml, u8).run(a, np.arange(6), np.array([0], np.int32), np.array([0, 6], np.int32),
+                                  both_tables[:2], np.array([0, 2], np.int32), np.array([5]))
+    logits, hidden = results[0]
+    np.testing.assert_array_equal(hidden[:1], alone_a[1])
+    np.testing.assert_array_equal(logits[:1], alone_a[0])
+    alone_b = talker(xml, u8)
+    alone_b.run(b[:4], np.arange(4), np.array([0], np.int32), np.array([0, 4], np.int32), both_tables[2:],
+                  np.array([0, 2], np.int32), np.array([3]))
+    last = alone_b.run(b[4:], np.array([4]), np.array([4], np.int32), np.array([0, 1], np.int32), both_tables[2:],
+                       np.array([0, 2], np.int32), np.array([0]))
+    np.testing.assert_array_equal(hidden[1:], last[1])
+
+
+def test_a_copied_block_carries_its_keys_and_values(xml):
+    """The prefix cache copies a sequence's last, partly filled block before another sequence
+    writes into it: going on from the copy gives what going on from the original gives."""
+    embeds, _ = sequence(xml, 7, seed=4)
+    t = talker(xml)
+    t.run(embeds[:6], np.arange(6), np.array([0], np.int32), np.array([0, 6], np.int32), np.array([0, 1], np.int32),
+          np.array([0, 2], np.int32), np.array([5]))
+    t.copy_block(1, 8)
+    step = (embeds[6:], np.array([6]), np.array([6], np.int32), np.array([0, 1], np.int32))
+    original = t.run(*step, np.array([0, 1], np.int32), np.array([0, 2], np.int32), np.array([0]))
+    copied = t.run(*step, np.array([0, 8], np.int32), np.array([0, 2], np.int32), np.array([0]))
+    for x, y in zip(copied, original):
+        np.testing.assert_array_equal(x, y)
+
+
+def test_the_runner_uses_it_where_asked(converted_factory):
+    """auto: the runner's own talker unless the precision is f32 (OpenVINO's numbers there);
+    native: at f32 too. Requests run to their end either way, INT4 and INT8."""
+    for weights in ("int4", "int8"):
+        model_dir = converted_factory("tiny", "custom_voice", weights)
+        for precision, setting, expected in (("auto", "auto", "talker_cpu"), ("f32", "auto", "openvino"),
+                                             ("f32", "native", "talker_cpu"), ("auto", "openvino", "openvino")):
+            model = LoadedModel(model_dir, precision=precision, kv_precision="u8")
+            sched = Scheduler(model, EngineConfig(kv_blocks=32, talker_runtime=setting))
+            try:
+                assert sched.runner.talker_runtime.startswith(expected), (weights, precision, setting)
+                codes = run_greedy_request(sched, model, 10)
+                assert codes.shape == (10, 16) and ((codes >= 0) & (codes < 2048)).all()
+            finally:
+                sched.close()
+
+
+def test_the_runner_feeds_it_as_it_feeds_the_graph(converted_factory):
+    """Through the runner, three greedy requests stepped together with the prefix cache (its
+    block copies included), f32 KV cache: every frame's codes with the runner's own talker and
+    with OpenVINO's paged talker graph, both with the INT4 kernel, are the same — the plan's
+    rows, positions, block tables and sampled rows reach it as they reach the graph."""
+    model = LoadedModel(converted_factory("tiny", "custom_voice", "int4"), precision="auto", kv_precision="f32")
+    codes = {}
+    for setting in ("native", "openvino"):
+        sched = Scheduler(model, EngineConfig(kv_blocks=64, int4_kernel=True, talker_runtime=setting))
+        try:
+            assert sched.runner.talker_runtime.startswith("talker_cpu" if setting == "native" else "openvino")
+            streams = []
+            for seed, text in enumerate(("Turn on the kitchen lights.", "Good night.", "It is sunny today.")):
+                params = SamplingParams.from_defaults(model.spec.generation, seed=seed, min_frames=1, do_sample=False,
+                                                      subtalker_do_sample=False)
+                streams.append(sched.submit(VoiceRequest(text, "english", "ryan"), params, max_frames=12))
+            for _ in range(200):
+                if all(s.done for s in streams):
+                    break
+                sched.tick()
+            codes[setting] = [s.result.codes for s in streams]
+        finally:
+            sched.close()
+    for ours, graph in zip(codes["native"], codes["openvino"]):
+        np.testing.assert_array_equal(ours, graph)
+
+
+def test_the_runner_falls_back_to_the_graph_and_says_why(converted_factory, tmp_path):
+    """fp16 weights are no kernel's, and a conversion from before the talker's weights were
+    named has no rt_info to find them by: the graph runs, and the runner says why."""
+    old = tmp_path / "old"
+    shutil.copytree(converted_factory("tiny", "custom_voice", "int4"), old)
+    xml = (old / "talker.xml").read_text()
+    (old / "talker.xml").write_text(re.sub(r"<qwen3tts>.*?</qwen3tts>", "", xml, flags=re.S))
+    for model_dir, reason in ((converted_factory("tiny", "custom_voice", "fp16"), "not nncf"),
+                              (old, "older version")):
+        model = LoadedModel(model_dir, precision="auto", kv_precision="u8")
+        sched = Scheduler(model, EngineConfig(kv_blocks=32, talker_runtime="native"))
+        try:
+            assert sched.runner.talker_runtime.startswith("openvino (") and reason in sched.runner.talker_runtime
+            run_greedy_request(sched, model, 10)
+        finally:
+            sched.close()
