@@ -281,3 +281,33 @@ def test_an_async_reader_whose_loop_closes_does_not_stop_the_engine(model):
         while sched.metrics().blocks_used and time.monotonic() < deadline:
             time.sleep(0.05)
         assert sched.metrics().ends.get("aborted") == 1 and sched.metrics().blocks_used == 0
+
+
+def test_text_layout_streaming_puts_one_text_token_before_the_first_frame(model):
+    """engine.text_layout streaming gives a request without a layout of its own the streaming
+    layout (its prompt one position after the voice's prefix, whatever the text's length):
+    the codes of that layout asked for by the request; non_streaming and auto keep the model
+    type's default (non-streaming for CustomVoice), a request's own choice always wins."""
+    text = "Turn on the kitchen lights in the living room, please."
+    params = replace(params_for(model, None), min_frames=10)
+
+    def codes(layout: str, non_streaming: bool | None) -> np.ndarray:
+        sched = Scheduler(model, EngineConfig(kv_blocks=64, text_layout=layout))
+        try:
+            stream = sched.submit(VoiceRequest(text, "english", "ryan", non_streaming=non_streaming), params,
+                                  max_frames=10)
+            tick_until_done(sched, [stream])
+            return stream.result.codes
+        finally:
+            sched.close()
+
+    streaming = codes("streaming", None)
+    np.testing.assert_array_equal(streaming, codes("auto", False))
+    default = codes("auto", None)
+    assert not np.array_equal(streaming, default)
+    np.testing.assert_array_equal(codes("non_streaming", None), default)
+    np.testing.assert_array_equal(codes("streaming", True), default)
+    prompt = model.prompt(VoiceRequest(text, "english", "ryan", non_streaming=False))
+    assert len(prompt) == prompt.prefix_len + 1
+    with pytest.raises(ValueError, match="text_layout"):
+        EngineConfig(text_layout="sideways").validate()

@@ -228,6 +228,7 @@ _FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
     "runner": (("engine", "runner"),),
     "first_chunk": (("engine", "first_chunk"),),
     "steady_chunk": (("engine", "steady_chunk"),),
+    "text_layout": (("engine", "text_layout"),),
     "uri": (("server", "uri"),),
     "zeroconf": (("server", "zeroconf"),),
     "samples_per_chunk": (("server", "samples_per_chunk"),),

@@ -285,7 +285,8 @@ def markdown(r: Report) -> str:
               f"({', '.join(f'{g} {f}' for g, f in r.model['graphs'].items() if g in LM_GRAPHS)}), "
               f"{_compute(o)} compute, {o.setup.kv_precision} KV cache, codec chunks "
               f"{o.setup.first_chunk} then {o.setup.steady_chunk}, threads {o.setup.threads or m['cores']}, "
-              f"code predictor {o.subcode_runtime}, {_int4_kernel(r)}load {o.load_s:.1f} s",
+              f"talker {o.talker_runtime}, code predictor {o.subcode_runtime}, {_int4_kernel(r)}"
+              f"load {o.load_s:.1f} s",
               "- Peers: " + ("; ".join(_peer_line(peer) for peer in peers(r).values()) or "none (--peers none)"),
               f"- Command: `{r.command}` ({r.wall_s / 60:.1f} min); while it measured, other processes used "
               f"{r.other_cpu_share:.1%} of the CPU and other virtual machines took {r.steal_share:.1%} (steal)", ""]

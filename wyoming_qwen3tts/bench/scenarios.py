@@ -54,6 +54,7 @@ class EngineSetup:
     max_batch: int = 8  # the engine's batch and queue limit, the same in every process (the most streams)
     int4_kernel: bool | None = None  # engine.int4_kernel: the native runner's own INT4 products (None: auto)
     subcode_runtime: str = "auto"  # engine.subcode_runtime: the native runner's own code predictor or OpenVINO's
+    talker_runtime: str = "auto"  # engine.talker_runtime: the native runner's own talker or OpenVINO's
 
 
 @dataclass
@@ -89,6 +90,7 @@ class OursResult:
     memory: list[tuple[str, float, float]] = field(default_factory=list)
     int4_products: int = 0  # products run by the native runner's INT4 kernel (0: OpenVINO's)
     subcode_runtime: str = "openvino"  # who ran the code predictor (NativeRunner.subcode_runtime)
+    talker_runtime: str = "openvino"  # who ran the talker (NativeRunner.talker_runtime)
 
     @property
     def one(self) -> LevelResult:
@@ -190,7 +192,7 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
     config = EngineConfig(max_batch=setup.max_batch, max_queue=setup.max_batch, min_frames=work.frames,
                           max_frames=work.frames, first_chunk=setup.first_chunk, steady_chunk=setup.steady_chunk,
                           runner=setup.runner, int4_kernel=setup.int4_kernel,
-                          subcode_runtime=setup.subcode_runtime)
+                          subcode_runtime=setup.subcode_runtime, talker_runtime=setup.talker_runtime)
     engine = open_engine(model_dir, config, Placement(precision=setup.precision, kv_precision=setup.kv_precision,
                                                       threads=setup.threads))
     model = engine.model
@@ -209,4 +211,5 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
     return OursResult(str(model_dir), setup, load_s, loaded, dict(model.precisions), len(model.prompt(voice)),
                       metrics.blocks_total, engine.runner.block_size, engine.runner.kv_block_bytes / 2**20, results,
                       memory, getattr(engine.runner, "int4_products", 0),
-                      getattr(engine.runner, "subcode_runtime", "openvino"))
+                      getattr(engine.runner, "subcode_runtime", "openvino"),
+                      getattr(engine.runner, "talker_runtime", "openvino"))

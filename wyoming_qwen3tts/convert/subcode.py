@@ -32,6 +32,8 @@ log = logging.getLogger(__name__)
 
 INPUTS = ("hidden", "code0", "temperature", "top_k", "top_p", "uniform")
 OUTPUTS = ("codes", "frame_embedding")
+
+
 class _FrameCache:
     """Per-layer keys/values of the current frame as plain tensors (no state: the cache
     lives and dies inside one inference call)."""

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 RUNNERS = ("native", "python")
 RUNTIMES = ("auto", "native", "openvino")
+TEXT_LAYOUTS = ("auto", "streaming", "non_streaming")
 
 
 @dataclass(frozen=True)
@@ -38,6 +39,12 @@ class EngineConfig:
     # native runner: who runs the talker on a CPU — its own threads and kernels over its own KV
     # cache (native), OpenVINO's paged talker graph, or auto: native unless the precision is f32
     talker_runtime: str = "auto"
+    # where a request's text goes in its prompt (docs/MODEL.md §5.3): auto = the official wrappers'
+    # default of the model type (non_streaming for CustomVoice and VoiceDesign: the whole text is
+    # prefilled before the first frame); streaming = one text token in the prompt, the rest fed one
+    # per frame (the official generate()'s default, and always that of text that is still coming):
+    # the first frame after a one-position prefill, whatever the text's length
+    text_layout: str = "auto"
 
     def validate(self) -> None:
         """Raises ValueError naming the first bad field."""
@@ -55,6 +62,8 @@ class EngineConfig:
         for name in ("subcode_runtime", "talker_runtime"):
             if getattr(self, name) not in RUNTIMES:
                 raise ValueError(f"engine.{name}: {getattr(self, name)!r} is not one of {', '.join(RUNTIMES)}")
+        if self.text_layout not in TEXT_LAYOUTS:
+            raise ValueError(f"engine.text_layout: {self.text_layout!r} is not one of {', '.join(TEXT_LAYOUTS)}")
         if self.request_timeout < 0:
             raise ValueError(f"engine.request_timeout must be >= 0, got {self.request_timeout!r}")
 

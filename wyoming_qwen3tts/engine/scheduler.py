@@ -150,6 +150,8 @@ class Scheduler:
         """Queue a request and return its audio stream. Raises at once on bad input
         (PromptError, ValueError) and EngineBusy when the queue is full. paced: its audio is
         played as it arrives, so it comes in short chunks until it is ahead (engine/pacing.py)."""
+        if voice.non_streaming is None and self.config.text_layout != "auto":
+            voice = dataclasses.replace(voice, non_streaming=self.config.text_layout == "non_streaming")
         prompt = self.model.prompt(voice)
         params = params or self.defaults
         params.validate()

@@ -21,6 +21,7 @@ from wyoming.server import AsyncServer
 
 from .. import __version__
 from ..config import OVERRIDES, TEXT_FEEDING, WEIGHT_FORMATS, ConfigError, ServerConfig, apply_overrides, load_config
+from ..engine.config import TEXT_LAYOUTS
 from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISION_SETTINGS, describe_devices
 from ..engine.stream import EngineError
 from .handler import Service, ServiceSlot, TtsHandler
@@ -60,6 +61,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--seed", type=int, help="seed for sampling")
     parser.add_argument("--first-chunk", type=int, help="frames in a stream's first codec call")
     parser.add_argument("--steady-chunk", type=int, help="frames per codec call after the first")
+    parser.add_argument("--text-layout", choices=TEXT_LAYOUTS, help="where a request's text goes in the prompt: "
+                        "auto (the model type's official default), streaming (one text token before the first "
+                        "frame, the rest one per frame: first audio sooner) or non_streaming")
     parser.add_argument("--samples-per-chunk", type=int, help="samples per Wyoming audio-chunk event")
     parser.add_argument("--zeroconf", nargs="?", const="qwen3tts", help="announce over mDNS (optional name)")
     parser.add_argument("--profile", action="store_true", default=None, help="log each request's time from arrival "

@@ -103,44 +103,49 @@ struct StackWork {
 void product(ThreadTeam& team, int rank, StackWork& work, const QuantizedMatrix& m, const float* x, int64_t n,
              float* y);
 
+// [begin, end) of `count` items for member `rank` of `members`: an even split.
+inline std::pair<int64_t, int64_t> share_of(int64_t count, int rank, int members) {
+  return {count * rank / members, count * (rank + 1) / members};
+}
+
 // Every layer over work.x [n × hidden], in place. attend(rank, layer) runs on every member
 // and turns work.qkv [n × qkv_width] into work.attention [n × heads·head_dim]; a barrier
-// follows it. The small ops between products are member 0's alone: a few µs each, less than
-// sharing them costs (measured: splitting them over the team made INT8 subcode frames ~10 ms
-// slower).
+// follows it. The small ops between products are split over the team (norms by rows, the
+// rest by elements), each share between two barriers the products need anyway.
 template <typename Attend>
 void run_layers(const LayerStack& s, StackWork& w, ThreadTeam& team, int rank, int64_t n, Attend&& attend) {
+  const int members = team.size();
+  const auto [row0, row1] = share_of(n, rank, members);
+  const auto [x0, x1] = share_of(n * s.hidden, rank, members);
+  const auto [a0, a1] = share_of(n * s.intermediate, rank, members);
   auto norm_rows = [&](const std::vector<float>& weight) {
-    for (int64_t r = 0; r < n; ++r)
+    for (int64_t r = row0; r < row1; ++r)
       rms_norm(s.kernels, w.x.data() + r * s.hidden, weight.data(), s.hidden, s.eps, w.normed.data() + r * s.hidden);
   };
   auto add_out = [&] {
-    for (int64_t i = 0; i < n * s.hidden; ++i) w.x[i] += w.out[i];
+    for (int64_t i = x0; i < x1; ++i) w.x[i] += w.out[i];
   };
   for (size_t index = 0; index < s.layers.size(); ++index) {
     const Layer& l = s.layers[index];
-    if (rank == 0) norm_rows(l.input_norm);
+    norm_rows(l.input_norm);
     team.barrier();
     product(team, rank, w, *l.qkv, w.normed.data(), n, w.qkv.data());
     attend(rank, static_cast<int64_t>(index));
     team.barrier();
     product(team, rank, w, *l.o, w.attention.data(), n, w.out.data());
-    if (rank == 0) {
-      add_out();
-      norm_rows(l.post_norm);
-    }
+    add_out();
+    team.barrier();
+    norm_rows(l.post_norm);
     team.barrier();
     product(team, rank, w, *l.gate_up, w.normed.data(), n, w.gate_up.data());
-    if (rank == 0)
-      for (int64_t r = 0; r < n; ++r) {
-        const float* gate = w.gate_up.data() + r * 2 * s.intermediate;
-        const float* up = gate + s.intermediate;
-        for (int64_t i = 0; i < s.intermediate; ++i)
-          w.act[r * s.intermediate + i] = gate[i] / (1.0f + std::exp(-gate[i])) * up[i];  // silu(gate)·up
-      }
+    for (int64_t e = a0; e < a1; ++e) {
+      const int64_t r = e / s.intermediate, i = e % s.intermediate;
+      const float gate = w.gate_up[r * 2 * s.intermediate + i], up = w.gate_up[r * 2 * s.intermediate + s.intermediate + i];
+      w.act[e] = gate / (1.0f + std::exp(-gate)) * up;  // silu(gate)·up
+    }
     team.barrier();
     product(team, rank, w, *l.down, w.act.data(), n, w.out.data());
-    if (rank == 0) add_out();
+    add_out();
     team.barrier();
   }
 }
