@@ -24,6 +24,14 @@ QWEN3TTS_TARGET inline F load_u8(const uint8_t* p) {
   return _mm512_cvtepi32_ps(_mm512_cvtepu8_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(p))));
 }
 QWEN3TTS_TARGET inline F fmul(F a, F b) { return _mm512_mul_ps(a, b); }
+QWEN3TTS_TARGET inline F fadd(F a, F b) { return _mm512_add_ps(a, b); }
+QWEN3TTS_TARGET inline F fdiv(F a, F b) { return _mm512_div_ps(a, b); }
+QWEN3TTS_TARGET inline F fmin(F a, F b) { return _mm512_min_ps(a, b); }
+QWEN3TTS_TARGET inline F fnmadd(F a, F b, F c) { return _mm512_fnmadd_ps(a, b, c); }  // c - a·b
+// 2^n for integer lanes n in [-126, 127]: n + 127 in the exponent field
+QWEN3TTS_TARGET inline F pow2(I n) {
+  return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_add_epi32(n, _mm512_set1_epi32(127)), 23));
+}
 QWEN3TTS_TARGET inline F fma(F a, F b, F c) { return _mm512_fmadd_ps(a, b, c); }
 QWEN3TTS_TARGET inline F fmax(F a, F b) { return _mm512_max_ps(a, b); }
 QWEN3TTS_TARGET inline F fabs(F a) { return _mm512_abs_ps(a); }
@@ -46,7 +54,7 @@ QWEN3TTS_TARGET inline I dot_nibbles(I acc, I u, int32_t x4) { return dot_bytes(
 #include "kernel_body.inc"
 #undef QWEN3TTS_TARGET
 }  // namespace
-const Kernels kKernels{Isa::avx512_vnni, "avx512_vnni", quantize, int8_blocks, int4_blocks, dot, dot_u8, axpy, axpy_u8};
+const Kernels kKernels{Isa::avx512_vnni, "avx512_vnni", quantize, int8_blocks, int4_blocks, dot, dot_u8, axpy, axpy_u8, swiglu};
 }  // namespace avx512
 
 // AVX2 with FMA: a 16-lane vector is two registers; VNNI's dot products become 16-bit
@@ -74,6 +82,16 @@ QWEN3TTS_TARGET inline F load_u8(const uint8_t* p) {
           _mm256_cvtepi32_ps(_mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i*>(p + 8))))};
 }
 QWEN3TTS_TARGET inline F fmul(F a, F b) { return {_mm256_mul_ps(a.lo, b.lo), _mm256_mul_ps(a.hi, b.hi)}; }
+QWEN3TTS_TARGET inline F fadd(F a, F b) { return {_mm256_add_ps(a.lo, b.lo), _mm256_add_ps(a.hi, b.hi)}; }
+QWEN3TTS_TARGET inline F fdiv(F a, F b) { return {_mm256_div_ps(a.lo, b.lo), _mm256_div_ps(a.hi, b.hi)}; }
+QWEN3TTS_TARGET inline F fmin(F a, F b) { return {_mm256_min_ps(a.lo, b.lo), _mm256_min_ps(a.hi, b.hi)}; }
+QWEN3TTS_TARGET inline F fnmadd(F a, F b, F c) {
+  return {_mm256_fnmadd_ps(a.lo, b.lo, c.lo), _mm256_fnmadd_ps(a.hi, b.hi, c.hi)};
+}
+QWEN3TTS_TARGET inline __m256 pow2_half(__m256i n) {
+  return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_add_epi32(n, _mm256_set1_epi32(127)), 23));
+}
+QWEN3TTS_TARGET inline F pow2(I n) { return {pow2_half(n.lo), pow2_half(n.hi)}; }
 QWEN3TTS_TARGET inline F fma(F a, F b, F c) { return {_mm256_fmadd_ps(a.lo, b.lo, c.lo), _mm256_fmadd_ps(a.hi, b.hi, c.hi)}; }
 QWEN3TTS_TARGET inline F fmax(F a, F b) { return {_mm256_max_ps(a.lo, b.lo), _mm256_max_ps(a.hi, b.hi)}; }
 QWEN3TTS_TARGET inline F fabs(F a) {
@@ -142,7 +160,7 @@ QWEN3TTS_TARGET inline I dot_nibbles(I acc, I u, int32_t x4) {
 #include "kernel_body.inc"
 #undef QWEN3TTS_TARGET
 }  // namespace
-const Kernels kKernels{Isa::avx2, "avx2", quantize, int8_blocks, int4_blocks, dot, dot_u8, axpy, axpy_u8};
+const Kernels kKernels{Isa::avx2, "avx2", quantize, int8_blocks, int4_blocks, dot, dot_u8, axpy, axpy_u8, swiglu};
 }  // namespace avx2
 
 namespace {

@@ -77,7 +77,7 @@ LayerStack::LayerStack(const NamedWeights& w, const Kernels& k) : kernels(k) {
               "norm widths");
     w.require(l.qkv->cols() == hidden && l.qkv->rows() == qkv_width() && l.o->cols() == heads * head_dim &&
                   l.o->rows() == hidden && l.gate_up->cols() == hidden && l.down->cols() == intermediate &&
-                  l.down->rows() == hidden,
+                  l.down->rows() == hidden && intermediate % 16 == 0,
               "layer " + std::to_string(i) + " matrix shapes");
     layers.push_back(std::move(l));
   }

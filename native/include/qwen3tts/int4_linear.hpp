@@ -38,7 +38,7 @@ class Int4Weights : public QuantizedMatrix {
 
  private:
   void multiply_pairs(const QuantizedRows& x, float* y, int64_t begin, int64_t end) const;  // pairs of blocks
-  std::vector<uint8_t> nibbles_;  // [N/16][K/8][64]
+  WeightBytes nibbles_;  // [N/16][K/8][64]
   std::vector<float> scales_;     // [N/16][K/group][16]
 };
 

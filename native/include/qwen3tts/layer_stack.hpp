@@ -110,14 +110,13 @@ inline std::pair<int64_t, int64_t> share_of(int64_t count, int rank, int members
 
 // Every layer over work.x [n × hidden], in place. attend(rank, layer) runs on every member
 // and turns work.qkv [n × qkv_width] into work.attention [n × heads·head_dim]; a barrier
-// follows it. The small ops between products are split over the team (norms by rows, the
-// rest by elements), each share between two barriers the products need anyway.
+// follows it. The small ops between products are split over the team (norms and SwiGLU by
+// rows, residual adds by elements), each share between two barriers the products need anyway.
 template <typename Attend>
 void run_layers(const LayerStack& s, StackWork& w, ThreadTeam& team, int rank, int64_t n, Attend&& attend) {
   const int members = team.size();
   const auto [row0, row1] = share_of(n, rank, members);
   const auto [x0, x1] = share_of(n * s.hidden, rank, members);
-  const auto [a0, a1] = share_of(n * s.intermediate, rank, members);
   auto norm_rows = [&](const std::vector<float>& weight) {
     for (int64_t r = row0; r < row1; ++r)
       rms_norm(s.kernels, w.x.data() + r * s.hidden, weight.data(), s.hidden, s.eps, w.normed.data() + r * s.hidden);
@@ -138,11 +137,9 @@ void run_layers(const LayerStack& s, StackWork& w, ThreadTeam& team, int rank, i
     norm_rows(l.post_norm);
     team.barrier();
     product(team, rank, w, *l.gate_up, w.normed.data(), n, w.gate_up.data());
-    for (int64_t e = a0; e < a1; ++e) {
-      const int64_t r = e / s.intermediate, i = e % s.intermediate;
-      const float gate = w.gate_up[r * 2 * s.intermediate + i], up = w.gate_up[r * 2 * s.intermediate + s.intermediate + i];
-      w.act[e] = gate / (1.0f + std::exp(-gate)) * up;  // silu(gate)·up
-    }
+    for (int64_t r = row0; r < row1; ++r)  // silu(gate)·up
+      s.kernels.swiglu(w.gate_up.data() + r * 2 * s.intermediate, w.gate_up.data() + (2 * r + 1) * s.intermediate,
+                       s.intermediate, w.act.data() + r * s.intermediate);
     team.barrier();
     product(team, rank, w, *l.down, w.act.data(), n, w.out.data());
     add_out();

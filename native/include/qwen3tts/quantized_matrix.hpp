@@ -11,6 +11,7 @@
 
 #include <openvino/op/constant.hpp>
 
+#include "qwen3tts/huge_pages.hpp"
 #include "qwen3tts/kernels.hpp"
 
 namespace qwen3tts {
@@ -27,6 +28,10 @@ struct QuantizedRows {
 
 // x [m, cols] quantized into `out` (its buffers reused); cols a multiple of group, group of 16.
 void quantize_rows(const Kernels& kernels, const float* x, int64_t m, int64_t cols, int64_t group, QuantizedRows& out);
+
+// A matrix's repacked weights: read whole by every decode step, so in huge pages where the
+// kernel gives them (huge_pages.hpp).
+using WeightBytes = std::vector<uint8_t, HugePageAllocator<uint8_t>>;
 
 // A matrix the kernels multiply: y [m, rows] = x [m, cols] · Wᵀ.
 class QuantizedMatrix {
@@ -61,7 +66,7 @@ class Int8Weights : public QuantizedMatrix {
   void row(int64_t n, float* out) const;
 
  private:
-  std::vector<uint8_t> bytes_;  // [N/16][K/4][64]
+  WeightBytes bytes_;  // [N/16][K/4][64]
   std::vector<float> scales_;   // [N]
 };
 
