@@ -53,6 +53,7 @@ VALUE_FLAGS = {
     "first_chunk": "--first-chunk",
     "steady_chunk": "--steady-chunk",
     "text_feeding": "--text-feeding",
+    "text_layout": "--text-layout",
 }
 SWITCH_FLAGS = {"debug_logging": "--debug"}
 VOICES_OPTION = "voices"
