@@ -206,3 +206,45 @@ def test_the_runner_falls_back_to_the_graph_and_says_why(converted_factory, tmp_
             run_greedy_request(sched, model, 10)
         finally:
             sched.close()
+
+
+def test_chunked_prefill_the_prefix_cache_and_aborts_through_the_runner(converted_factory):
+    """The scheduler's paths as the runner's own talker meets them, f32 KV cache: a prompt
+    prefilled 3 rows per call (calls that sample no row), the voice prefix cached or not, all
+    give the same greedy codes; requests aborted mid-prefill and mid-generation give every KV
+    block back."""
+    model = LoadedModel(converted_factory("tiny", "custom_voice", "int4"), precision="auto", kv_precision="f32")
+    voice = VoiceRequest("Turn on the kitchen lights in the living room.", "english", "ryan")
+    params = SamplingParams.from_defaults(model.spec.generation, min_frames=8).greedy()
+
+    def run(sched: Scheduler) -> np.ndarray:
+        stream = sched.submit(voice, params, max_frames=8)
+        for _ in range(100):
+            if stream.done:
+                break
+            sched.tick()
+        assert stream.done and stream.result.reason == "length"
+        return stream.result.codes
+
+    results = []
+    for chunk, prefix in ((256, False), (3, True)):
+        sched = Scheduler(model, EngineConfig(kv_blocks=32, prefill_chunk=chunk, prefix_cache=prefix))
+        try:
+            assert sched.runner.talker_runtime.startswith("talker_cpu")
+            results += [run(sched), run(sched)]  # with the prefix cache, the second finds its voice cached
+            streams = [sched.submit(voice, params, max_frames=8) for _ in range(3)]
+            sched.tick()
+            streams[0].cancel()  # mid-prefill (3 rows per call)
+            for _ in range(6):
+                sched.tick()
+            streams[1].cancel()
+            for _ in range(100):
+                if all(s.done for s in streams):
+                    break
+                sched.tick()
+            pool = sched.batch.pool
+            assert not sched.batch.active and not pool.tables and pool.available == pool.num_blocks
+        finally:
+            sched.close()
+    for codes in results[1:]:
+        np.testing.assert_array_equal(codes, results[0])
