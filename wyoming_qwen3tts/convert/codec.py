@@ -235,14 +235,19 @@ def transformer(x: T, ctx: Context, spec: CodecDecoderSpec, p: Params) -> T:
     return p.output_proj(rms_norm(h, p.norm.const(), spec.rms_norm_eps)).transpose(0, 2, 1)
 
 
-def decode(codes: T, ctx: Context, spec: CodecDecoderSpec, p: Params) -> T:
+def decode(codes: T, ctx: Context, spec: CodecDecoderSpec, p: Params, lead: int | None = None) -> T:
     """The whole decoder: codes [B, Q, T] i64 -> pcm [B, T·samples_per_frame] in [-1, 1];
-    p views the `decoder.` tensors of speech_tokenizer/model.safetensors."""
+    p views the `decoder.` tensors of speech_tokenizer/model.safetensors. lead: decode only
+    the first `lead` latent samples (of 4 per frame) through the four upsampling blocks, so
+    pcm is the first lead·480 samples: every block is causal, so they are the same samples
+    for a fraction of the blocks' work (docs/MODEL.md §8.3)."""
     x = causal_conv(dequantize(codes, spec, p.quantizer), ctx, p.pre_conv)
     x = transformer(x, ctx, spec, p.pre_transformer)
     for i, factor in enumerate(spec.upsampling_ratios):
         x = convnext(trans_conv(x, p.upsample[i][0].conv, factor), ctx, p.upsample[i][1])
     x = causal_conv(x, ctx, p.decoder[0])
+    if lead is not None:
+        x = x.slice(0, lead, 2)
     for b, rate in enumerate(spec.upsample_rates):
         block = p.decoder[b + 1].block
         x = causal_trans_conv(snake(x, block[0]), ctx, block[1], rate)

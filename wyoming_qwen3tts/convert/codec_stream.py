@@ -132,6 +132,20 @@ def build_codec_first(ckpt: Checkpoint, weights: Weights, frames: int) -> ov.Mod
     return _build(ckpt, weights, frames, first=True)
 
 
+def build_codec_lead(ckpt: Checkpoint, weights: Weights, samples: int) -> ov.Model:
+    """The start of a stream's first frame: codes [B, Q, 1] -> pcm [B, samples·480], the
+    first `samples` of the frame's 4 latent samples decoded (docs/MODEL.md §8.3). No state
+    comes out: the frame is decoded whole again by a chunk graph, which carries the stream on."""
+    spec = ckpt.spec.codec_decoder
+    per_frame = int(np.prod(spec.upsampling_ratios))
+    if not 1 <= samples < per_frame:
+        raise ValueError(f"a codec lead takes 1..{per_frame - 1} of the {per_frame} latent samples, got {samples}")
+    codes = param("codes", [-1, spec.num_quantizers, 1], ov.Type.i64)
+    ctx = StreamContext(codes, 1, spec.sliding_window, first=True)
+    pcm = decode(codes, ctx, spec, Params(ckpt.codec, weights, "decoder."), lead=samples)
+    return ov.Model([result(pcm, "pcm")], [codes.node], f"codec_lead_{samples}")
+
+
 def build_codec_steady(ckpt: Checkpoint, weights: Weights, frames: int) -> ov.Model:
     """Any chunk of up to `frames` frames: codes [B, Q, frames], the real frames [B] and the
     state -> pcm and the state after the real frames."""

@@ -29,7 +29,7 @@ from ..model import manifest as mf
 from ..model.checkpoint import Checkpoint
 from .codec import build_codec_decoder
 from .codec_encoder import build_codec_encoder
-from .codec_stream import build_codec_steady
+from .codec_stream import build_codec_lead, build_codec_steady
 from .embed_graph import build_embed
 from .ops import WEIGHT_FORMATS, Weights
 from .speaker_encoder import build_speaker_encoder
@@ -71,6 +71,7 @@ def codec_graphs(first: Sequence[int] = FIRST_CHUNKS, steady: Sequence[int] = ST
         if n < 1:
             raise ConvertError(f"codec chunk sizes must be at least 1 frame, got {n}")
         graphs[f"codec_steady_{n}"] = partial(build_codec_steady, frames=n)
+    graphs[mf.LEAD_GRAPH] = partial(build_codec_lead, samples=mf.LEAD_SAMPLES)  # engine/codec_lead.py
     return graphs
 
 

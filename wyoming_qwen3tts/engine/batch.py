@@ -25,12 +25,14 @@ from __future__ import annotations
 
 import itertools
 import time
+from collections.abc import Callable
 
 import numpy as np
 
 from ..model.embed import PromptEmbeds
 from .audio import SAMPLE_RATE
 from .blocks import BlockPool
+from .codec_lead import CodecLead
 from .loaded_model import LoadedModel
 from .pacing import Pacer
 from .runner import ChunkSchedule
@@ -43,11 +45,13 @@ class Batch:
     """Owns the block pool and the sequences; steps them through a runner."""
 
     def __init__(self, model: LoadedModel, runner: Runner, num_blocks: int, schedule: ChunkSchedule,
-                 prefill_chunk: int = 256, prefix_cache: bool = True) -> None:
+                 prefill_chunk: int = 256, prefix_cache: bool = True, lead: CodecLead | None = None) -> None:
         """num_blocks: the KV pool's size (the runner allocates it). prefill_chunk: prompt
         tokens a sequence feeds per step, fixed per sequence (not shared out by batch) so
         that a request computes the same numbers in any batch. prefix_cache: keep the KV of
-        voice prefixes (module docstring), where the runner can copy blocks."""
+        voice prefixes (module docstring), where the runner can copy blocks. lead: the
+        decoder of the start of a stream's first frame (engine/codec_lead.py), used where the
+        runner paces; its audio goes to `on_audio` at once, mid-step."""
         if prefill_chunk < 1:
             raise ValueError("prefill_chunk must be >= 1")
         self.model, self.runner, self.schedule = model, runner, schedule
@@ -61,6 +65,8 @@ class Batch:
         self._steps, self._host_s = 0, 0.0
         frame_s = model.spec.codec_decoder.samples_per_frame / SAMPLE_RATE
         self.pacer = Pacer(schedule.first, schedule.steady, frame_s) if runner.can_pace else None
+        self.lead = lead if self.pacer is not None and not schedule.offline else None
+        self.on_audio: Callable[[Sequence], None] | None = None  # a sequence has audio before the step ends
 
     @property
     def times(self) -> StepTimes:
@@ -273,9 +279,27 @@ class Batch:
                 return CodecChunk(seq.id, seq.chunk(size), size)
         return None
 
+    def _lead(self) -> None:
+        """The start of each new stream's first frame, out before the rest of the step
+        (engine/codec_lead.py): where the frame's whole decoding will not finish first (it
+        has not ended), the stream starts fresh (no reference codes in front) and that
+        decoding is measured to come before the lead has played."""
+        assert self.lead is not None and self.pacer is not None
+        new = [s for s in self.active if s.num_frames and not s.decoded and not s.led and not s.finished
+               and s.embeds.codec_prefix is None]
+        if not new or not self.pacer.lead_keeps_up(self.lead.samples / SAMPLE_RATE, len(new)):
+            return
+        for seq in new:
+            seq.audio.append(self.lead(seq.chunk(1)[0]))
+            seq.led, seq.first_audio_at = self.lead.samples, time.perf_counter()
+            if self.on_audio is not None:
+                self.on_audio(seq)
+
     def _decode_due(self) -> None:
         """Decode every due chunk; repeats while some sequence still has one (a runner
         decodes at most one chunk per stream per call, since its state moves on)."""
+        if self.lead is not None:
+            self._lead()
         for _ in range(len(self.active) * (self.schedule.steady + 2) + 4):  # a paced one may take 1 frame a call
             start = time.perf_counter()
             due = [(s, c) for s in self.active if (c := self._due(s, start)) is not None]
@@ -287,7 +311,9 @@ class Batch:
             if self.pacer is not None and len(sizes) == 1:
                 self.pacer.decoded(sizes.pop(), len(due), end - start)
             for (seq, chunk), pcm in zip(due, decoded):
-                if seq.decoded == 0:
+                if seq.decoded == 0 and seq.led:
+                    pcm = pcm[seq.led:]  # the lead's samples are out already
+                elif seq.decoded == 0:
                     seq.first_audio_at = end
                 seq.decoded += chunk.codes.shape[0]
                 seq.audio.append(pcm)

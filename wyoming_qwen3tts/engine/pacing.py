@@ -92,6 +92,14 @@ class Pacer:
         wait = (self.steady - ready) * per_frame + (long if long is not None else short * self.steady)
         return ahead_s < wait + MARGIN_S
 
+    def lead_keeps_up(self, lead_s: float, streams: int) -> bool:
+        """Whether the first chunks of `streams` new streams, decoded one call after their
+        leads (engine/codec_lead.py), come before the lead's `lead_s` of audio has played:
+        the first chunk's measured cost per stream, for all of them, within half of it (the
+        other half for the host's jitter). False until it is measured."""
+        short = self._decode_s(self.short)
+        return short is not None and streams * short <= lead_s / 2
+
     def call_size(self, ready: int) -> int:
         """The graph length that decodes `ready` frames soonest: short calls one after the
         other, or one long call (which costs the same for any frame count up to its length)."""

@@ -29,10 +29,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ..model.manifest import LEAD_GRAPH
 from ..model.prompt import Prompt, VoiceRequest, build_open_prompt
 from ..model.token_stream import TextTokenStream
 from .audio import SAMPLE_RATE
 from .batch import Batch
+from .codec_lead import CodecLead
 from .config import EngineConfig
 from .loaded_model import LoadedModel
 from .metrics import EngineMetrics, MetricsWindow
@@ -107,7 +109,14 @@ def open_batch(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule
                       if config.runner == "native"
                       else PythonRunner(model, schedule))
     num_blocks = config.kv_blocks or max(1, config.kv_cache_mb * 2**20 // runner.kv_block_bytes)
-    return Batch(model, runner, num_blocks, schedule, config.prefill_chunk, config.prefix_cache)
+    lead = None
+    if config.codec_lead and runner.can_pace and not schedule.offline:
+        if CodecLead.available(model):
+            lead = CodecLead(model)
+        else:
+            log.info("engine.codec_lead: %s has no %s graph (a conversion before format 5): first audio waits for "
+                     "the whole first frame's decoding", model.dir, LEAD_GRAPH)
+    return Batch(model, runner, num_blocks, schedule, config.prefill_chunk, config.prefix_cache, lead)
 
 
 class Scheduler:
@@ -125,6 +134,7 @@ class Scheduler:
         self.defaults = defaults or SamplingParams.from_defaults(model.spec.generation)
         schedule = schedule or ChunkSchedule(config.first_chunk, config.steady_chunk)
         self.batch = open_batch(model, config, schedule)
+        self.batch.on_audio = self._deliver_early
         self.runner = self.batch.runner
         self._lock = threading.Lock()
         self._wake = threading.Condition(self._lock)
@@ -382,6 +392,12 @@ class Scheduler:
         self._window.add(time.monotonic(), frames, time.monotonic() - start)
         for req in list(self._running.values()):
             self._deliver(req)
+
+    def _deliver_early(self, seq: Sequence) -> None:
+        """A sequence's audio that is ready before its step ends (the codec lead)."""
+        for req in self._running.values():
+            if req.seq is seq:
+                self._deliver(req)
 
     def _deliver(self, req: _Request) -> None:
         """Hand the request's new PCM to its stream; end the stream when the sequence ended."""

@@ -44,6 +44,7 @@ class Sequence:
     num_frames: int = 0
     decoded: int = 0  # frames handed to the codec
     first_audio_at: float | None = None  # time.perf_counter() when its first chunk was decoded
+    led: int = 0  # samples of its first frame already out by the codec lead (engine/codec_lead.py)
     finished: bool = False
     reason: str = ""  # "eos", "length" or an error
     trailing: np.ndarray = field(init=False)  # [M, H] text rows fed with the frames; grows while text_open

@@ -24,16 +24,20 @@ from .spec import ConfigError, ModelSpec, parse_model_config
 
 MANIFEST = "manifest.json"
 FORMAT = "wyoming-qwen3tts-ir"
-FORMAT_VERSION = 4
-READABLE_VERSIONS = (1, 2, 3, 4)  # older readable formats load with what they have
+FORMAT_VERSION = 5
+READABLE_VERSIONS = (1, 2, 3, 4, 5)  # older readable formats load with what they have
 # What each format version added (a managed conversion of an older one is converted again for it).
 FORMAT_CHANGES = {2: "the subcode graph names its weights, so the native runner can run the code predictor itself "
                      "(older: OpenVINO's subcode graph, slower)",
                   3: "the short codec chunk graphs take the decoder state, so a streamed response comes in short "
                      "chunks until it is ahead of playback (older: its start is held longer)",
                   4: "the talker graph names its weights, so the native runner can run the talker itself "
-                     "(older: OpenVINO's paged talker, slower)"}
+                     "(older: OpenVINO's paged talker, slower)",
+                  5: "a codec graph decodes the first 40 ms of a stream ahead of the rest of its first frame, so the "
+                     "first audio comes sooner (older: after the whole frame's decoding)"}
 CLONE_GRAPHS = ("speaker_encoder", "codec_encoder")  # a Base model's encoders of reference audio
+LEAD_SAMPLES = 2  # of a frame's 4 latent samples: a stream's first 40 ms, decoded ahead (engine/codec_lead.py)
+LEAD_GRAPH = f"codec_lead_{LEAD_SAMPLES}"
 PRIMING_GRAPH = "codec_steady_1"  # a Base model's decoder hears reference codes of any length
 
 # What the runtime reads besides the IR: the spec (three JSON documents) and the text tokenizer.

@@ -1,0 +1,51 @@
+"""The start of a stream's first frame, decoded ahead of the rest (docs/MODEL.md §8.3).
+
+The codec is causal down to the sample, so the first half of a frame's audio needs only the
+first half of the work of its four upsampling blocks. Where the conversion has that graph
+(`codec_lead_2`, format 5), the batch decodes a new stream's first 40 ms with it and hands it
+out at once; the frame is then decoded whole by the stream's chunk graph, which carries the
+decoder state on, and its first 960 samples are dropped. First audio then waits for ~60 % of
+a 1-frame codec call instead of all of it, at the cost of one more compiled decoder (its
+weights packed again) and that much extra work once per request.
+
+The lead's samples are the frame's own (exact in f32; in bf16 both calls round their way, so
+the seam between them differs by that rounding). It is used only when the rest of the frame
+will come before the lead has played (Pacer.lead_keeps_up).
+"""
+from __future__ import annotations
+
+import logging
+import time
+
+import numpy as np
+
+from ..model.manifest import LEAD_GRAPH
+from .graphs import fix_batch
+from .loaded_model import LoadedModel
+
+log = logging.getLogger(__name__)
+
+
+class CodecLead:
+    """The lead graph compiled where the decoder runs (static batch 1), warmed up."""
+
+    def __init__(self, model: LoadedModel) -> None:
+        device = model.devices["decoder"]
+        graph = fix_batch(model.core.read_model(model.dir / f"{LEAD_GRAPH}.xml"), 1)
+        self._compiled = model.core.compile_model(graph, device, model.properties("decoder"))
+        self._request = self._compiled.create_infer_request()
+        self.samples = int(self._compiled.output("pcm").get_shape()[1])
+        self._groups = int(self._compiled.input("codes").get_shape()[1])
+        start = time.perf_counter()
+        self(np.zeros(self._groups, np.int64))  # a compiled graph's first call packs its weights
+        log.info("codec lead: the first %d samples of a stream's first frame ahead of the rest (%s; warm-up %.0f ms)",
+                 self.samples, device, (time.perf_counter() - start) * 1e3)
+
+    @staticmethod
+    def available(model: LoadedModel) -> bool:
+        return LEAD_GRAPH in model.manifest["graphs"] and (model.dir / f"{LEAD_GRAPH}.xml").is_file()
+
+    def __call__(self, codes: np.ndarray) -> np.ndarray:
+        """PCM [samples] of a stream's first frame, codes [16]."""
+        out = self._request.infer({"codes": np.asarray(codes, np.int64).reshape(1, self._groups, 1)})
+        return out["pcm"][0].copy()
