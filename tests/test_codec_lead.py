@@ -16,6 +16,7 @@ from wyoming_qwen3tts.engine.pacing import Pacer
 from wyoming_qwen3tts.engine.runner import ChunkSchedule
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler, open_batch
+from wyoming_qwen3tts.engine.sequence import Sequence
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
 from wyoming_qwen3tts.model.manifest import LEAD_GRAPH, LEAD_SAMPLES
 from wyoming_qwen3tts.model.prompt import VoiceRequest
@@ -72,7 +73,11 @@ def test_lead_goes_out_mid_step_and_the_stream_keeps_every_sample(model, runner)
         batch.pacer.decoded(1, 1, 0.001)  # measured: the frame's decoding comes well within the lead
         seq = batch.add(embeds, params)
         early: list[int] = []
-        batch.on_audio = lambda s: early.append(sum(p.size for p in s.audio))
+
+        def on_audio(s: Sequence, early: list[int] = early) -> None:
+            early.append(sum(p.size for p in s.audio))
+
+        batch.on_audio = on_audio
         chunks: list[np.ndarray] = []
         for _ in range(100):
             batch.step()

@@ -13,6 +13,7 @@ from wyoming_qwen3tts.convert.pipeline import GRAPHS, INT4_GRAPHS, INT4_GROUP, C
 from wyoming_qwen3tts.model.checkpoint import Checkpoint, CheckpointError
 from wyoming_qwen3tts.model.manifest import (
     FORMAT_VERSION,
+    LEAD_GRAPH,
     MANIFEST,
     RUNTIME_FILES,
     ConvertedModelError,
@@ -69,7 +70,8 @@ def test_convert_writes_ir_manifest_and_runtime_files(converted, checkpoint_fact
     assert "model.safetensors" in m["source"]["files"]
     assert m["model"] == {"type": "custom_voice", "size": spec.model_size}
     assert set(m["versions"]) >= {"openvino", "nncf", "numpy"} and m["created"].endswith("+00:00")
-    codec = ["codec", "codec_steady_1", "codec_steady_2", "codec_steady_4", "codec_steady_8", "codec_steady_24"]
+    codec = ["codec", "codec_steady_1", "codec_steady_2", "codec_steady_4", "codec_steady_8", "codec_steady_24",
+             LEAD_GRAPH]
     assert list(m["graphs"]) == list(GRAPHS) + codec
     core = ov.Core()
     for name, g in m["graphs"].items():

@@ -141,7 +141,8 @@ def test_a_paced_stream_in_short_chunks_has_the_audio_of_long_ones(converted_fac
     1-frame chunks through the 1-frame steady graph, carrying the decoder state on; its codes
     and PCM are those of the same request in the plain schedule (1, then 8)."""
     model = LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8")
-    batch = open_batch(model, EngineConfig(runner=runner, kv_blocks=16), ChunkSchedule(1, 8))
+    config = EngineConfig(runner=runner, kv_blocks=16, codec_lead=False)  # chunks of whole frames
+    batch = open_batch(model, config, ChunkSchedule(1, 8))
     assert batch.runner.can_pace and batch.pacer is not None
     batch.pacer.short_due = lambda *args: True  # always barely ahead of playback
     params = SamplingParams.from_defaults(model.spec.generation, seed=3, max_new_tokens=19)

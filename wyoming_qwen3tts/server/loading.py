@@ -28,6 +28,7 @@ from .voices import Catalogue, build_info
 
 log = logging.getLogger("wyoming-qwen3tts")
 
+WARM_UPS = 3  # the engine's cost estimates are medians of recent calls (engine/pacing.py), and a first call is cold
 WARM_UP_S = 300.0  # a voice's first words, which may prime the decoder with a long reference
 
 
@@ -115,8 +116,9 @@ def build_service(config: ServerConfig) -> Service:
         default = catalogue.default
         if default.clone is None or default.clone.ref_codes is None:  # in-context clones spoke already
             with phase("warm-up"):
-                engine.submit(default.request("Hello.", default.default_language), params,
-                              max_frames=2).read_all(WARM_UP_S)
+                for _ in range(WARM_UPS):
+                    engine.submit(default.request("Hello.", default.default_language), params,
+                                  max_frames=2).read_all(WARM_UP_S)
     except BaseException:
         engine.close()
         raise
