@@ -229,6 +229,7 @@ _FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
     "first_chunk": (("engine", "first_chunk"),),
     "steady_chunk": (("engine", "steady_chunk"),),
     "text_layout": (("engine", "text_layout"),),
+    "codec_lead": (("engine", "codec_lead"),),
     "uri": (("server", "uri"),),
     "zeroconf": (("server", "zeroconf"),),
     "samples_per_chunk": (("server", "samples_per_chunk"),),

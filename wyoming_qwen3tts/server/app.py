@@ -64,6 +64,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--text-layout", choices=TEXT_LAYOUTS, help="where a request's text goes in the prompt: "
                         "auto (the model type's official default), streaming (one text token before the first "
                         "frame, the rest one per frame: first audio sooner) or non_streaming")
+    parser.add_argument("--codec-lead", action=argparse.BooleanOptionalAction, default=None,
+                        help="decode a stream's first 40 ms ahead of the rest of its first frame (default on)")
     parser.add_argument("--samples-per-chunk", type=int, help="samples per Wyoming audio-chunk event")
     parser.add_argument("--zeroconf", nargs="?", const="qwen3tts", help="announce over mDNS (optional name)")
     parser.add_argument("--profile", action="store_true", default=None, help="log each request's time from arrival "
