@@ -130,11 +130,14 @@ def test_one_shot_streams_frames_as_they_decode(server):
     reply = run(synthesize(server.uri, "Hello there, how are you?", voice="ryan"))
     assert reply.events.count("audio-start") == 1 and reply.events.count("audio-stop") == 1
     assert reply.events[0] == "audio-start" and reply.events[-1] == "audio-stop"
-    chunks = reply.events.count("audio-chunk")
-    assert chunks >= 3 and reply.rate == 24000 and reply.width == 2 and reply.channels == 1
+    assert reply.rate == 24000 and reply.width == 2 and reply.channels == 1
     assert len(reply.audio) == 24 * FRAME * 2  # the frame cap of this server: 24 frames
-    # samples_per_chunk is large here, so each audio-chunk is one codec call: 1 frame, then 8
-    assert chunks == 1 + -(-23 // 8)
+    assert reply.events.count("audio-chunk") == len(reply.chunk_bytes)
+    # samples_per_chunk is large here, so each audio-chunk is one codec call: 1 frame, then 8.
+    # The codec lead (MODEL.md §8.3) may send the first frame's first 960 samples ahead, when
+    # the measured decode keeps up; the rest of that frame then follows as its own chunk.
+    first = [960 * 2, (FRAME - 960) * 2] if reply.chunk_bytes[0] == 960 * 2 else [FRAME * 2]
+    assert reply.chunk_bytes == first + [8 * FRAME * 2] * 2 + [7 * FRAME * 2]
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,7 @@ class Reply:
     width: int = 2
     channels: int = 1
     events: list[str] = field(default_factory=list)  # event types in order
+    chunk_bytes: list[int] = field(default_factory=list)  # size of each audio-chunk, in order
     first_audio_s: float | None = None  # request sent -> first audio-chunk
     total_s: float = 0.0
 
@@ -120,5 +121,6 @@ async def _read_reply(client: AsyncClient, reply: Reply, start: float, end: type
                 reply.first_audio_s = time.monotonic() - start
             reply.rate = reply.rate or chunk.rate
             reply.audio += chunk.audio
+            reply.chunk_bytes.append(len(chunk.audio))
         if end.is_type(event.type):
             return
