@@ -40,7 +40,13 @@ SNAKE_EPS = 1e-9
 
 
 class Context:
-    """Where a block's past comes from. Subclasses decide; blocks only ask."""
+    """Where a block's past comes from. Subclasses decide; blocks only ask.
+
+    `fresh`: the graph starts a stream, one frame of static shapes, and nothing comes out but
+    its audio (the codec lead): every past is zeros, so blocks may skip what only ever
+    multiplies those zeros (`causal_conv`'s leading taps, attention over a single position)."""
+
+    fresh = False
 
     def left(self, x: T, name: str, size: int) -> T:
         """x [B, C, L] with the `size` samples before it prepended -> [B, C, size + L]."""
@@ -102,17 +108,23 @@ def per_channel(a: np.ndarray) -> T:
     return f32(np.asarray(a, np.float32)[None, :, None])
 
 
-def conv(x: T, p: Params, dilation: int = 1) -> T:
-    """Plain (valid) Conv1d + bias of torch weight [out, in, k] on x [B, in, L]."""
-    return op.convolution(x, p.matrix(), [1], [0], [0], [dilation]) + per_channel(p.array("bias"))
+def conv(x: T, p: Params, dilation: int = 1, taps: int | None = None) -> T:
+    """Plain (valid) Conv1d + bias of torch weight [out, in, k] on x [B, in, L]; `taps`: only
+    the last ones of the k (a fresh stream's, see causal_conv)."""
+    weight = p.matrix() if taps is None else p.weights(p.array("weight")[:, :, -taps:])
+    return op.convolution(x, weight, [1], [0], [0], [dilation]) + per_channel(p.array("bias"))
 
 
 def causal_conv(x: T, ctx: Context, p: Params, dilation: int = 1) -> T:
-    """CausalConvNet (stride 1): left context of (k-1)·dilation samples, no right padding."""
+    """CausalConvNet (stride 1): left context of (k-1)·dilation samples, no right padding.
+    In a fresh stream's graph (Context.fresh) a tap reaching (k-1-j)·dilation ≥ L samples
+    back reads only zeros for every output of x [B, C, L]: the conv keeps the last
+    ⌊(L-1)/dilation⌋+1 taps and as much left context (the same sums without their zero terms)."""
     k = p.conv.shape("weight")[-1]
-    if k > 1:
-        x = ctx.left(x, p.prefix + "conv", (k - 1) * dilation)
-    return conv(x, p.conv, dilation)
+    taps = min(k, (x.dim(2) - 1) // dilation + 1) if ctx.fresh else k
+    if taps > 1:
+        x = ctx.left(x, p.prefix + "conv", (taps - 1) * dilation)
+    return conv(x, p.conv, dilation, taps if taps < k else None)
 
 
 PI_PARTS = (3.140625, 9.67502593994140625e-4, 1.509957990978376432e-7)  # Σ = π, k·part exact in f32
@@ -216,10 +228,13 @@ def attention_layer(x: T, ctx: Context, spec: CodecDecoderSpec, p: Params, cos: 
     def project(proj: Params) -> T:
         return proj(h).reshape(0, 0, heads, d).transpose(0, 2, 1, 3)  # [B, heads, T, D]
 
-    q = apply_rope(project(attn.q_proj), cos, sin, d, fusable=False)
-    k = apply_rope(project(attn.k_proj), cos, sin, d, fusable=False)
-    k, v, bias = ctx.keys(p.prefix + "self_attn", k, project(attn.v_proj))
-    o = attn.o_proj(merge_heads(explicit_attention(q, k, v, f32(np.float32(d ** -0.5)), bias=bias), heads * d))
+    if ctx.fresh:  # one position, nothing before it: softmax over one key is 1, the output is v
+        o = attn.o_proj(attn.v_proj(h))
+    else:
+        q = apply_rope(project(attn.q_proj), cos, sin, d, fusable=False)
+        k = apply_rope(project(attn.k_proj), cos, sin, d, fusable=False)
+        k, v, bias = ctx.keys(p.prefix + "self_attn", k, project(attn.v_proj))
+        o = attn.o_proj(merge_heads(explicit_attention(q, k, v, f32(np.float32(d ** -0.5)), bias=bias), heads * d))
     x = x + o * p.self_attn_layer_scale.const("scale")
     h = rms_norm(x, p.post_attention_layernorm.const(), eps)
     mlp = p.mlp.down_proj(op.swish(p.mlp.gate_proj(h)) * p.mlp.up_proj(h))
@@ -245,9 +260,9 @@ def decode(codes: T, ctx: Context, spec: CodecDecoderSpec, p: Params, lead: int 
     x = transformer(x, ctx, spec, p.pre_transformer)
     for i, factor in enumerate(spec.upsampling_ratios):
         x = convnext(trans_conv(x, p.upsample[i][0].conv, factor), ctx, p.upsample[i][1])
-    x = causal_conv(x, ctx, p.decoder[0])
-    if lead is not None:
+    if lead is not None:  # causal: the first `lead` outputs of the next conv need only these inputs
         x = x.slice(0, lead, 2)
+    x = causal_conv(x, ctx, p.decoder[0])
     for b, rate in enumerate(spec.upsample_rates):
         block = p.decoder[b + 1].block
         x = causal_trans_conv(snake(x, block[0]), ctx, block[1], rate)

@@ -142,6 +142,7 @@ def build_codec_lead(ckpt: Checkpoint, weights: Weights, samples: int) -> ov.Mod
         raise ValueError(f"a codec lead takes 1..{per_frame - 1} of the {per_frame} latent samples, got {samples}")
     codes = param("codes", [-1, spec.num_quantizers, 1], ov.Type.i64)
     ctx = StreamContext(codes, 1, spec.sliding_window, first=True)
+    ctx.fresh = True  # only audio comes out: what multiplies the zero past is left out (codec.Context)
     pcm = decode(codes, ctx, spec, Params(ckpt.codec, weights, "decoder."), lead=samples)
     return ov.Model([result(pcm, "pcm")], [codes.node], f"codec_lead_{samples}")
 
