@@ -10,11 +10,13 @@ voice. A sequence whose prefix is cached starts with copies of the pinned blocks
 (`BlockPool.pin`) in its own first blocks and feeds only the rest of its prompt; one whose
 prefix is not cached feeds the prefix alone first and then pins a copy. Either way the rest
 is computed over a cached prefix, so a request's numbers do not depend on whether its prefix
-was cached. One prefix position is always left to the rest: the CPU's paged attention
-computes two or more rows over cached positions with the same bits as one call over all of
-them, but a single row goes through its decode kernel (last-bit differences) — so with an
-f32 KV cache the codes are exactly those without the cache (docs/OPENVINO.md §3). For the
-same reason no prefill chunk leaves a single prompt row to a call of its own.
+was cached. With OpenVINO's talker one prefix position is left to the rest: the CPU's paged
+attention computes two or more rows over cached positions with the same bits as one call over
+all of them, but a single row goes through its decode kernel (last-bit differences) — so with
+an f32 KV cache the codes are exactly those without the cache (docs/OPENVINO.md §3). For the
+same reason no prefill chunk leaves a single prompt row to a call of its own. The runner's own
+talker computes a row the same way however rows are split (`Runner.rows_exact`), so there the
+whole prefix is cached: a streaming-layout prompt's first step is then one row.
 
 Codec chunks: a stream's first chunk is short and the rest long (ChunkSchedule), except that
 a paced sequence (its audio is played as it arrives) decodes short chunks while it is barely
@@ -145,8 +147,9 @@ class Batch:
     def _start_prefix(self, seq: Sequence, prefix_len: int) -> None:
         """A cached prefix is copied into the sequence's first blocks, and only the rest of the
         prompt is fed; an uncached one is fed alone first and then pinned (`_pin_prefix`).
-        The last prefix position stays with the rest (module docstring)."""
-        shared = prefix_len - 1
+        The last prefix position stays with the rest unless the runner's rows are exact
+        (module docstring)."""
+        shared = prefix_len - (0 if self.runner.rows_exact else 1)
         if not self.prefix_cache or shared < 1 or shared >= seq.rows.shape[0]:
             return
         seq.prefix_tokens = shared
@@ -227,7 +230,7 @@ class Batch:
         differences from one call over the whole prompt, docs/OPENVINO.md §3)."""
         left = (seq.prefix_tokens if seq.cached < seq.prefix_tokens else seq.cached + seq.rows.shape[0]) - seq.cached
         rows = min(self.prefill_chunk, left)
-        return rows - 1 if left - rows == 1 and rows > 1 else rows
+        return rows - 1 if left - rows == 1 and rows > 1 and not self.runner.rows_exact else rows
 
     def _apply(self, sampled: list[Sequence], out: StepOutput) -> None:
         """Each sampled sequence's frame (or its end on EOS or its frame cap), and its next input."""

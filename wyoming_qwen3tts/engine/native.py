@@ -74,6 +74,7 @@ class NativeRunner:
         self._sampling = operator.attrgetter(*_native.SAMPLING_FIELDS)  # a row of forward's sampling matrix
         self.model, self.schedule = model, schedule
         self.can_copy_blocks = prefix_cache_supported(model.devices["talker"])
+        self.rows_exact = self._runner.talker_runtime == "native"  # docs/OPENVINO.md §12
         self.can_pace = short_chunks_carry_on(schedule, set(graphs.get("steady", {})) & set(model.any_length_chunks()))
 
     @property

@@ -98,6 +98,7 @@ class PythonRunner:
             raise ValueError(f"no codec graphs for chunks first={schedule.first} steady={schedule.steady} "
                              f"(compiled: first {first}, steady {steady})")
         self.can_copy_blocks = prefix_cache_supported(model.devices["talker"])
+        self.rows_exact = False  # the paged attention graph (docs/OPENVINO.md §3)
         self.can_pace = short_chunks_carry_on(schedule, {g.frames for g in codec.steady.values() if g.any_length}
                                               if codec else ())
         self._talker = graphs.talker.create_infer_request()

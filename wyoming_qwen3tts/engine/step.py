@@ -100,6 +100,12 @@ class Runner(Protocol):
         """Whether `StepPlan.copies` works on this talker's device (the prefix cache)."""
 
     @property
+    def rows_exact(self) -> bool:
+        """Whether the talker computes a row with the same bits however a prompt's rows are
+        split into calls (its own talker does; OpenVINO's paged attention does not for a
+        single row, docs/OPENVINO.md §3)."""
+
+    @property
     def can_pace(self) -> bool:
         """Whether a running stream decodes a short chunk at a short chunk's cost (engine/pacing.py)."""
 
