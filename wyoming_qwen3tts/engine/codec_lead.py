@@ -4,9 +4,9 @@ The codec is causal down to the sample, so the first half of a frame's audio nee
 first half of the work of its four upsampling blocks. Where the conversion has that graph
 (`codec_lead_2`, format 5), the batch decodes a new stream's first 40 ms with it and hands it
 out at once; the frame is then decoded whole by the stream's chunk graph, which carries the
-decoder state on, and its first 960 samples are dropped. First audio then waits for ~60 % of
-a 1-frame codec call instead of all of it (~8 against ~15 ms, 0.6B bf16), at the cost of one more compiled decoder (its
-weights packed again) and that much extra work once per request.
+decoder state on, and its first 960 samples are dropped. First audio then waits for about half
+of a 1-frame codec call instead of all of it (~8 against ~15 ms, 0.6B, bf16), at the cost of
+one more compiled decoder (its weights packed again) and that much extra work per request.
 
 The lead's samples are the frame's own (exact in f32; in bf16 both calls round their way, so
 the seam between them differs by that rounding). It is used only when the rest of the frame
