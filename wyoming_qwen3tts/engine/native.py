@@ -74,7 +74,6 @@ class NativeRunner:
         self._sampling = operator.attrgetter(*_native.SAMPLING_FIELDS)  # a row of forward's sampling matrix
         self.model, self.schedule = model, schedule
         self.can_copy_blocks = prefix_cache_supported(model.devices["talker"])
-        self.rows_exact = self._runner.talker_runtime == "native"  # docs/OPENVINO.md §12
         self.can_pace = short_chunks_carry_on(schedule, set(graphs.get("steady", {})) & set(model.any_length_chunks()))
 
     @property
@@ -95,6 +94,11 @@ class NativeRunner:
         """Who runs the code predictor: "subcode_cpu, N threads" (the runner's own) or
         "openvino", with the reason when the runner's own was asked for and not possible."""
         return self._runner.subcode_runtime
+
+    @property
+    def rows_exact(self) -> bool:
+        """Its own talker computes a row alike however rows are split (docs/OPENVINO.md §12)."""
+        return self.talker_runtime.startswith("talker_cpu")
 
     @property
     def talker_runtime(self) -> str:
