@@ -33,10 +33,10 @@ def test_lead_graph_gives_the_official_decoders_first_samples(checkpoint_factory
     # a fresh stream's zero past is not multiplied: no attention scores (one position), and
     # the 7-tap conv after the front keeps the 2 taps that reach the lead's 2 samples
     assert not [o for o in graph.get_ops() if o.get_type_name() == "Softmax"]
-    weights = [o.input_value(1).get_partial_shape()[-1].get_length() for o in graph.get_ops()
-               if o.get_type_name() == "Convolution" and o.input_value(1).get_partial_shape()[1].get_length()
-               == ckpt.spec.codec_decoder.latent_dim]
-    assert 2 in weights, weights
+    taps = [o.input_value(1).get_partial_shape()[-1].get_length() for o in graph.get_ops()
+            if o.get_type_name() == "Convolution" and o.input_value(1).get_partial_shape()[1].get_length()
+            == ckpt.spec.codec_decoder.latent_dim]
+    assert 2 in taps, taps
     lead = round_trip(graph, tmp_path / "lead.xml")
     decoder = oracle.load_official(tiny).model.speech_tokenizer.model.decoder
     codes = np.random.default_rng(12).integers(0, 2048, (16, 3))

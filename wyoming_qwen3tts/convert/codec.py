@@ -111,8 +111,9 @@ def per_channel(a: np.ndarray) -> T:
 def conv(x: T, p: Params, dilation: int = 1, taps: int | None = None) -> T:
     """Plain (valid) Conv1d + bias of torch weight [out, in, k] on x [B, in, L]; `taps`: only
     the last ones of the k (a fresh stream's, see causal_conv)."""
-    weight = p.matrix() if taps is None else p.weights(p.array("weight")[:, :, -taps:])
-    return op.convolution(x, weight, [1], [0], [0], [dilation]) + per_channel(p.array("bias"))
+    weight = p.array("weight")
+    return op.convolution(x, p.weights(weight if taps is None else weight[:, :, -taps:]), [1], [0], [0],
+                          [dilation]) + per_channel(p.array("bias"))
 
 
 def causal_conv(x: T, ctx: Context, p: Params, dilation: int = 1) -> T:
@@ -124,7 +125,7 @@ def causal_conv(x: T, ctx: Context, p: Params, dilation: int = 1) -> T:
     taps = min(k, (x.dim(2) - 1) // dilation + 1) if ctx.fresh else k
     if taps > 1:
         x = ctx.left(x, p.prefix + "conv", (taps - 1) * dilation)
-    return conv(x, p.conv, dilation, taps if taps < k else None)
+    return conv(x, p.conv, dilation, taps)
 
 
 PI_PARTS = (3.140625, 9.67502593994140625e-4, 1.509957990978376432e-7)  # Σ = π, k·part exact in f32

@@ -45,8 +45,11 @@ class StreamContext(Context):
     """Every block's past comes from a state input (steady) or zeros (first), and every
     block leaves its new past as an output."""
 
-    def __init__(self, codes: T, frames: int, window: int, first: bool) -> None:
-        self.frames, self.cache, self.first = frames, window - 1, first
+    def __init__(self, codes: T, frames: int, window: int, first: bool, fresh: bool = False) -> None:
+        """fresh: a first graph of one frame whose state outputs are not kept (codec.Context.fresh)."""
+        if fresh and not (first and frames == 1):
+            raise ValueError("a fresh context is a first graph of one frame")
+        self.frames, self.cache, self.first, self.fresh = frames, window - 1, first, fresh
         self.batch = codes.batch()
         self.params: list[ov.Node] = []
         self.results: list[ov.Node] = []
@@ -141,8 +144,8 @@ def build_codec_lead(ckpt: Checkpoint, weights: Weights, samples: int) -> ov.Mod
     if not 1 <= samples < per_frame:
         raise ValueError(f"a codec lead takes 1..{per_frame - 1} of the {per_frame} latent samples, got {samples}")
     codes = param("codes", [-1, spec.num_quantizers, 1], ov.Type.i64)
-    ctx = StreamContext(codes, 1, spec.sliding_window, first=True)
-    ctx.fresh = True  # only audio comes out: what multiplies the zero past is left out (codec.Context)
+    # only audio comes out: what multiplies the zero past is left out (codec.Context.fresh)
+    ctx = StreamContext(codes, 1, spec.sliding_window, first=True, fresh=True)
     pcm = decode(codes, ctx, spec, Params(ckpt.codec, weights, "decoder."), lead=samples)
     return ov.Model([result(pcm, "pcm")], [codes.node], f"codec_lead_{samples}")
 

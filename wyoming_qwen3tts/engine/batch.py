@@ -59,6 +59,7 @@ class Batch:
         self.model, self.runner, self.schedule = model, runner, schedule
         self.prefill_chunk = prefill_chunk
         self.prefix_cache = prefix_cache and runner.can_copy_blocks
+        self.rows_exact = runner.rows_exact  # read once: _feed_rows runs for every sequence every step
         runner.allocate_kv(num_blocks)
         self.pool = BlockPool(num_blocks, runner.block_size)
         self.active: list[Sequence] = []
@@ -149,7 +150,7 @@ class Batch:
         prompt is fed; an uncached one is fed alone first and then pinned (`_pin_prefix`).
         The last prefix position stays with the rest unless the runner's rows are exact
         (module docstring)."""
-        shared = prefix_len - (0 if self.runner.rows_exact else 1)
+        shared = prefix_len - (0 if self.rows_exact else 1)
         if not self.prefix_cache or shared < 1 or shared >= seq.rows.shape[0]:
             return
         seq.prefix_tokens = shared
@@ -230,7 +231,7 @@ class Batch:
         differences from one call over the whole prompt, docs/OPENVINO.md §3)."""
         left = (seq.prefix_tokens if seq.cached < seq.prefix_tokens else seq.cached + seq.rows.shape[0]) - seq.cached
         rows = min(self.prefill_chunk, left)
-        return rows - 1 if left - rows == 1 and rows > 1 and not self.runner.rows_exact else rows
+        return rows - 1 if left - rows == 1 and rows > 1 and not self.rows_exact else rows
 
     def _apply(self, sampled: list[Sequence], out: StepOutput) -> None:
         """Each sampled sequence's frame (or its end on EOS or its frame cap), and its next input."""
