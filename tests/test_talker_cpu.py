@@ -157,6 +157,7 @@ def test_the_runner_uses_it_where_asked(converted_factory):
             sched = Scheduler(model, EngineConfig(kv_blocks=32, talker_runtime=setting))
             try:
                 assert sched.runner.talker_runtime.startswith(expected), (weights, precision, setting)
+                assert sched.runner.rows_exact == (expected == "talker_cpu")  # a prefix may end anywhere
                 codes = run_greedy_request(sched, model, 10)
                 assert codes.shape == (10, 16) and ((codes >= 0) & (codes < 2048)).all()
             finally:

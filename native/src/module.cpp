@@ -272,6 +272,7 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("int4_products", &Runner::int4_products)
       .def_property_readonly("subcode_runtime", &Runner::subcode_runtime)
       .def_property_readonly("talker_runtime", &Runner::talker_runtime)
+      .def_property_readonly("rows_exact", &Runner::rows_exact)
       .def_property_readonly("hidden", &Runner::hidden)
       .def_property_readonly("times", &Runner::times)
       .def_property_readonly("load_memory", [](const Runner& r) {

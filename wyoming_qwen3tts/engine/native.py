@@ -98,7 +98,7 @@ class NativeRunner:
     @property
     def rows_exact(self) -> bool:
         """Its own talker computes a row alike however rows are split (docs/OPENVINO.md §12)."""
-        return self.talker_runtime.startswith("talker_cpu")
+        return self._runner.rows_exact
 
     @property
     def talker_runtime(self) -> str:

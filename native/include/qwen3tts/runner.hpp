@@ -78,6 +78,9 @@ class Runner {
   // Who runs the talker: "talker_cpu, <kernels>, <cache>, N threads", or "openvino" (with the
   // reason when talker_cpu was asked for and could not be used).
   const std::string& talker_runtime() const { return talker_runtime_; }
+  // True when talker_cpu runs the talker: it computes a row alike however a step splits rows,
+  // so a cached prefix can end anywhere (docs/OPENVINO.md §12); OpenVINO's paged graph does not.
+  bool rows_exact() const { return talker_cpu_ != nullptr; }
 
   // Makes the KV cache num_blocks blocks (allocated, not touched: a block becomes resident
   // when a sequence first writes it). Once, before the first forward().
