@@ -2,7 +2,8 @@
 against an integer reference in numpy and against OpenVINO's exact products, product by product
 and whole graphs, and its place in the runner's graphs. The kernels exist per instruction set
 (kernels.hpp): every test of numbers runs each one this CPU has, and they must agree to the
-bit. Every x86-64 CI host has AVX2 (the N100 class too); Xeons and Zen 4 add AVX-512 VNNI."""
+bit. Every x86-64 CI host has AVX2 (the N100 class too); Xeons and Zen 4 add AVX-512 VNNI, Intel
+since Alder Lake and AMD since Zen 5 AVX-VNNI."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -48,11 +49,12 @@ def test_every_ci_host_runs_the_kernels():
     """AVX2 and FMA are the floor (x86-64 since 2013): without them the runner falls back to
     OpenVINO everywhere and the kernel tests below would test nothing."""
     assert "avx2" in ISAS, ISAS
-    assert ISAS[0] in ("avx512_vnni", "avx2")
+    assert ISAS == [isa for isa in ("avx512_vnni", "avx_vnni", "avx2") if isa in ISAS], ISAS  # fastest first
     with open("/proc/cpuinfo") as cpuinfo:
         flags = set(next(line for line in cpuinfo if line.startswith("flags")).split(":")[1].split())
-    # where the CPU has AVX-512 VNNI, its copy of the kernels must be the one used, and is tested below
+    # each copy of the kernels the CPU can run is offered (the first is the one used), and is tested below
     assert ("avx512_vnni" in ISAS) == {"avx512f", "avx512bw", "avx512_vnni"}.issubset(flags), (ISAS, flags)
+    assert ("avx_vnni" in ISAS) == {"avx2", "fma", "avx_vnni"}.issubset(flags), (ISAS, flags)
     with pytest.raises(ValueError, match="unknown kernel instruction set"):
         _native.int4_linear(np.zeros((16, 64), np.uint8), np.ones((16, 2), np.float32), np.zeros((1, 128), np.float32),
                             isa="sse2")

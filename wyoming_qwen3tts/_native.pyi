@@ -6,7 +6,7 @@ from numpy.typing import ArrayLike, NDArray
 # The columns of Runner.forward's `sampling` matrix (engine/sampling.py SamplingParams fields).
 SAMPLING_FIELDS: tuple[str, ...]
 
-# The instruction sets of the runner's own kernels this CPU runs, fastest first: "avx512_vnni", "avx2".
+# The instruction sets of the runner's own kernels this CPU runs, fastest first: "avx512_vnni", "avx_vnni", "avx2".
 # The test helpers below take one as `isa` ("": the fastest).
 def kernel_isas() -> list[str]: ...
 # x [M, K] · Wᵀ by the INT4 kernel, W from OpenVINO's i4 bytes q [N, K/2] and scales [N, groups] (tests).

@@ -3,10 +3,12 @@
 // (docs/OPENVINO.md §10).
 //
 // The same kernel source is compiled once per instruction set (kernels.cpp): AVX-512 VNNI
-// (Xeons, Zen 4) and AVX2 (every x86-64 CPU since 2013; N100-class mini PCs have no AVX-512).
-// Both compute the same integer dot products exactly and sum them in the same order, so a
-// product gives the same floats on either: the AVX2 path emulates VNNI's u8·s8 dot products
-// with 16-bit multiply-adds that cannot saturate for these operands.
+// (Xeons, Zen 4 and later), AVX-VNNI (AVX2 with VNNI's dot products in VEX form: Intel's
+// Alder Lake and later, so the N100 class and Core Ultra AI PCs, which have no AVX-512) and
+// AVX2 (every x86-64 CPU since 2013). All compute the same integer dot products exactly and
+// sum them in the same order, so a product gives the same floats on each: the AVX2 path
+// emulates VNNI's u8·s8 dot products with 16-bit multiply-adds that cannot saturate for these
+// operands.
 #pragma once
 
 #include <cstdint>
@@ -24,7 +26,7 @@ constexpr int64_t kInt8LineInputs = 4;
 constexpr int64_t kInt4LineInputs = 8;
 
 // An instruction set the kernels are compiled for, fastest first.
-enum class Isa { avx512_vnni, avx2 };
+enum class Isa { avx512_vnni, avx_vnni, avx2 };
 
 struct Kernels {
   Isa isa;
@@ -50,13 +52,13 @@ struct Kernels {
   void (*swiglu)(const float* gate, const float* up, int64_t n, float* out);
 };
 
-// The instruction sets this CPU runs, fastest first (empty: neither AVX2 nor AVX-512 VNNI).
+// The instruction sets this CPU runs, fastest first (empty: no AVX2 with FMA).
 std::vector<Isa> supported_isas();
 // The kernels of `isa`; throws std::runtime_error if this CPU does not run them.
 const Kernels& kernels(Isa isa);
 // The fastest kernels this CPU runs; throws std::runtime_error if it runs none.
 const Kernels& best_kernels();
-// "avx512_vnni" or "avx2", and back (std::invalid_argument for another name).
+// "avx512_vnni", "avx_vnni" or "avx2", and back (std::invalid_argument for another name).
 const char* isa_name(Isa isa);
 Isa isa_from_name(const std::string& name);
 
