@@ -164,6 +164,31 @@ def test_the_runner_uses_it_where_asked(converted_factory):
                 sched.close()
 
 
+def test_engine_kernels_names_the_copy_and_every_copy_gives_the_same_codes(converted_factory):
+    """engine.kernels: auto takes the fastest copy this CPU runs; each copy named runs the talker
+    and the code predictor (the runtimes say which) and, computing the same bits, gives the same
+    codes. A name that is no copy is refused by the config and by the native runner itself."""
+    model = LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="auto", kv_precision="u8")
+    codes = {}
+    for kernels in ("auto", *ISAS):
+        sched = Scheduler(model, EngineConfig(kv_blocks=32, kernels=kernels))
+        try:
+            name = ISAS[0] if kernels == "auto" else kernels
+            assert sched.runner.talker_runtime.startswith(f"talker_cpu, {name}, "), sched.runner.talker_runtime
+            assert sched.runner.subcode_runtime.startswith(f"subcode_cpu, {name}, "), sched.runner.subcode_runtime
+            codes[kernels] = run_greedy_request(sched, model, 10)
+        finally:
+            sched.close()
+    for kernels, got in codes.items():
+        np.testing.assert_array_equal(got, codes["auto"], err_msg=kernels)
+    with pytest.raises(ValueError, match="engine.kernels"):
+        EngineConfig(kernels="sse2").validate()
+    config = _native.RunnerConfig()
+    config.kernels = "sse2"
+    with pytest.raises(ValueError, match="unknown kernel instruction set"):
+        _native.Runner(config)
+
+
 def test_the_runner_feeds_it_as_it_feeds_the_graph(converted_factory):
     """Through the runner, three greedy requests stepped together with the prefix cache (its
     block copies included), f32 KV cache: every frame's codes with the runner's own talker and

@@ -68,6 +68,7 @@ class RunnerConfig:
     talker_u8_cache: bool
     talker_block_size: int
     subcode_threads: int
+    kernels: str
     def __init__(self) -> None: ...
 
 class Runner:

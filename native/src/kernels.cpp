@@ -154,6 +154,10 @@ const Kernels& best_kernels() {
   return kernels(isas.front());
 }
 
+const Kernels& kernels_named(const std::string& name) {
+  return name.empty() ? best_kernels() : kernels(isa_from_name(name));
+}
+
 const char* isa_name(Isa isa) {
   switch (isa) {
     case Isa::avx512_vnni:

@@ -44,7 +44,6 @@ const std::vector<std::string> kSamplingFields{
     "min_frames",          "subtalker_do_sample", "subtalker_top_k", "subtalker_top_p", "subtalker_temperature"};
 
 // The kernels a test asks for by name ("": the fastest this CPU runs); throws if the CPU lacks them.
-const Kernels& kernels_named(const std::string& isa) { return isa.empty() ? best_kernels() : kernels(isa_from_name(isa)); }
 
 std::vector<SamplingParams> sampling_rows(const Array<double>& m) {
   if (m.ndim() != 2 || m.shape(1) != static_cast<py::ssize_t>(kSamplingFields.size()))
@@ -263,7 +262,8 @@ PYBIND11_MODULE(_native, m) {
       .def_readwrite("eos", &RunnerConfig::eos)
       .def_readwrite("suppress_from", &RunnerConfig::suppress_from)
       .def_readwrite("groups", &RunnerConfig::groups)
-      .def_readwrite("primed_states", &RunnerConfig::primed_states);
+      .def_readwrite("primed_states", &RunnerConfig::primed_states)
+      .def_readwrite("kernels", &RunnerConfig::kernels);
 
   py::class_<Runner>(m, "Runner")
       .def(py::init<const RunnerConfig&>(), py::call_guard<py::gil_scoped_release>())  // compiles the graphs

@@ -59,6 +59,7 @@ int64_t static_dim(const ov::Output<const ov::Node>& output, size_t axis) {
 
 Runner::Runner(const RunnerConfig& config) : config_(config), core_(shared_core()) {
   if (config_.groups < 2) throw std::invalid_argument("groups must be >= 2");
+  if (!config_.kernels.empty()) kernels_named(config_.kernels);  // a copy this CPU runs, or an error now
   load_memory_.push_back({"before", ResidentMemory::now()});
   compile_codec();  // the largest weights first: each graph's file pages are gone before the next is read
   load_memory_.push_back({"codec", ResidentMemory::now()});
@@ -210,7 +211,7 @@ void Runner::check_ids() const {
 
 std::string Runner::cpu_stack_refused(const std::string& device) const {
   if (device.rfind("CPU", 0) != 0) return "not on the CPU";
-  if (supported_isas().empty()) return "the runner's own kernels need a CPU with AVX2 and FMA, or AVX-512 VNNI";
+  if (supported_isas().empty()) return "the runner's own kernels need a CPU with AVX2 and FMA";
   return "";
 }
 
@@ -235,7 +236,8 @@ bool Runner::use_talker_cpu(const ov::Model& model) {
     return false;
   }
   try {
-    talker_cpu_ = std::make_unique<TalkerCpu>(model, team(), config_.talker_u8_cache, config_.talker_block_size);
+    talker_cpu_ = std::make_unique<TalkerCpu>(model, team(), config_.talker_u8_cache, config_.talker_block_size,
+                                              kernels_named(config_.kernels));
   } catch (const std::invalid_argument& e) {  // not this graph's (older, fp16): the graph runs
     talker_runtime_ = std::string("openvino (") + e.what() + ")";
     return false;
@@ -248,7 +250,7 @@ bool Runner::use_talker_cpu(const ov::Model& model) {
 
 void Runner::use_int4_kernel(const std::shared_ptr<ov::Model>& model, const std::string& device) {
   if (config_.int4_linear && device.rfind("CPU", 0) == 0 && !supported_isas().empty())
-    int4_products_ += use_int4_linear(model);
+    int4_products_ += use_int4_linear(model, kernels_named(config_.kernels));
 }
 
 void Runner::set_caches(int64_t blocks) {
@@ -271,7 +273,7 @@ bool Runner::use_subcode_cpu(const ov::Model& model) {
     return false;
   }
   try {
-    subcode_cpu_ = std::make_unique<SubcodeCpu>(model, team());
+    subcode_cpu_ = std::make_unique<SubcodeCpu>(model, team(), kernels_named(config_.kernels));
   } catch (const std::invalid_argument& e) {  // not this graph's (older, fp16): the graph runs
     subcode_runtime_ = std::string("openvino (") + e.what() + ")";
     return false;

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..convert.ops import WEIGHT_FORMATS
 from ..convert.pipeline import convert
-from ..engine.config import RUNNERS, RUNTIMES
+from ..engine.config import KERNELS, RUNNERS, RUNTIMES
 from ..engine.devices import PRECISION_SETTINGS
 from ..model.manifest import older_format
 from ..model.synthetic.presets import PRESETS
@@ -96,6 +96,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--talker-runtime", choices=RUNTIMES, default="auto",
                         help="the talker by the native runner's own threads and kernels, OpenVINO's paged talker "
                              "graph, or auto: native unless --precision f32 (engine.talker_runtime)")
+    parser.add_argument("--kernels", choices=KERNELS, default="auto",
+                        help="the instruction set of the native runner's own kernels: the fastest this CPU runs, or a "
+                             "smaller CPU's copy (engine.kernels)")
     parser.add_argument("--precision", choices=PRECISION_SETTINGS, default="f32",
                         help="our compute precision (auto: per graph and device)")
     parser.add_argument("--bandwidth-mb", type=int, default=1024, help="buffer read to measure bandwidth")
@@ -164,7 +167,7 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> Report:
     work = Workload(args.text, args.speaker, args.language, args.frames, args.runs)
     setup = EngineSetup(runner=args.runner, precision=args.precision, threads=args.threads,
                         max_batch=max(args.streams), subcode_runtime=args.subcode_runtime,
-                        talker_runtime=args.talker_runtime,
+                        talker_runtime=args.talker_runtime, kernels=args.kernels,
                         int4_kernel={"auto": None, "on": True, "off": False}[args.int4_kernel])
     bandwidth = read_bandwidth(args.bandwidth_mb)
     log.info("read bandwidth: %s GB/s", ", ".join(f"{n} thread(s) {s.text()}" for n, s in bandwidth.gb_per_s.items()))

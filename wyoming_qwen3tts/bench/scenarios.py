@@ -55,6 +55,7 @@ class EngineSetup:
     int4_kernel: bool | None = None  # engine.int4_kernel: the native runner's own INT4 products (None: auto)
     subcode_runtime: str = "auto"  # engine.subcode_runtime: the native runner's own code predictor or OpenVINO's
     talker_runtime: str = "auto"  # engine.talker_runtime: the native runner's own talker or OpenVINO's
+    kernels: str = "auto"  # engine.kernels: the instruction set of the native runner's own kernels
 
 
 @dataclass
@@ -192,7 +193,8 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
     config = EngineConfig(max_batch=setup.max_batch, max_queue=setup.max_batch, min_frames=work.frames,
                           max_frames=work.frames, first_chunk=setup.first_chunk, steady_chunk=setup.steady_chunk,
                           runner=setup.runner, int4_kernel=setup.int4_kernel,
-                          subcode_runtime=setup.subcode_runtime, talker_runtime=setup.talker_runtime)
+                          subcode_runtime=setup.subcode_runtime, talker_runtime=setup.talker_runtime,
+                          kernels=setup.kernels)
     engine = open_engine(model_dir, config, Placement(precision=setup.precision, kv_precision=setup.kv_precision,
                                                       threads=setup.threads))
     model = engine.model

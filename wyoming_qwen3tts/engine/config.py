@@ -9,6 +9,7 @@ from dataclasses import dataclass
 
 RUNNERS = ("native", "python")
 RUNTIMES = ("auto", "native", "openvino")
+KERNELS = ("auto", "avx512_vnni", "avx_vnni", "avx2")  # native/include/qwen3tts/kernels.hpp, fastest first
 TEXT_LAYOUTS = ("auto", "streaming", "non_streaming")
 
 
@@ -39,6 +40,9 @@ class EngineConfig:
     # native runner: who runs the talker on a CPU — its own threads and kernels over its own KV
     # cache (native), OpenVINO's paged talker graph, or auto: native unless the precision is f32
     talker_runtime: str = "auto"
+    # native runner: the instruction set of its own kernels — auto (the fastest the CPU runs) or a
+    # smaller one, to measure what a smaller CPU's copy does here (docs/OPENVINO.md §10)
+    kernels: str = "auto"
     # where a request's text goes in its prompt (docs/MODEL.md §5.3): auto = the official wrappers'
     # default of the model type (non_streaming for CustomVoice and VoiceDesign: the whole text is
     # prefilled before the first frame); streaming = one text token in the prompt, the rest fed one
@@ -67,6 +71,8 @@ class EngineConfig:
         for name in ("subcode_runtime", "talker_runtime"):
             if getattr(self, name) not in RUNTIMES:
                 raise ValueError(f"engine.{name}: {getattr(self, name)!r} is not one of {', '.join(RUNTIMES)}")
+        if self.kernels not in KERNELS:
+            raise ValueError(f"engine.kernels: {self.kernels!r} is not one of {', '.join(KERNELS)}")
         if self.text_layout not in TEXT_LAYOUTS:
             raise ValueError(f"engine.text_layout: {self.text_layout!r} is not one of {', '.join(TEXT_LAYOUTS)}")
         if self.request_timeout < 0:

@@ -40,13 +40,14 @@ class NativeRunner:
     """engine/step.py's Runner over the C++ one."""
 
     def __init__(self, model: LoadedModel, schedule: ChunkSchedule, int4_kernel: bool = False,
-                 native_subcode: bool = False, native_talker: bool = False) -> None:
+                 native_subcode: bool = False, native_talker: bool = False, kernels: str = "auto") -> None:
         """int4_kernel: multiply INT4 weights of CPU graphs with the runner's own kernel
         (native/include/qwen3tts/int4_linear.hpp) where the CPU runs it; else OpenVINO's.
         native_subcode: run the code predictor with the runner's own threads and kernels
         (native/include/qwen3tts/subcode_cpu.hpp) where the CPU and the conversion allow.
         native_talker: the same for the talker (native/include/qwen3tts/talker_cpu.hpp), over
-        the runner's own KV cache (f32 where the KV precision is f32, else u8)."""
+        the runner's own KV cache (f32 where the KV precision is f32, else u8).
+        kernels: the instruction set of its own kernels (engine.kernels; auto: the fastest)."""
         if _IMPORT_ERROR is not None:
             raise RuntimeError(f"the native runner is not built ({_IMPORT_ERROR}); reinstall with `pip install .`, "
                                f"or set engine.runner: python")
@@ -66,6 +67,7 @@ class NativeRunner:
         c.eos, c.suppress_from, c.groups = spec.codec_ids.eos, suppress_from(spec.talker.vocab_size), GROUPS
         c.primed_states, c.int4_linear, c.subcode_cpu = PRIMED_STATES, int4_kernel, native_subcode
         c.talker_cpu, c.talker_u8_cache = native_talker, model.kv_precision != "f32"
+        c.kernels = "" if kernels == "auto" else kernels
         self._runner = _native.Runner(c)
         if native_talker:
             log.info("talker: %s", self._runner.talker_runtime)

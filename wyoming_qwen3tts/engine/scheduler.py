@@ -104,8 +104,11 @@ def open_batch(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule
         if getattr(config, name) == "native" and config.runner != "native":
             log.warning("%s native is a native runner feature: the %s runner uses OpenVINO's graph", name,
                         config.runner)
+    if config.kernels != "auto" and config.runner != "native":
+        log.warning("kernels is a native runner setting: the %s runner uses OpenVINO's", config.runner)
     runner: Runner = (NativeRunner(model, schedule, config.native_int4(model.precision, model.precisions["talker"]),
-                                   config.native_subcode(model.precision), config.native_talker(model.precision))
+                                   config.native_subcode(model.precision), config.native_talker(model.precision),
+                                   config.kernels)
                       if config.runner == "native"
                       else PythonRunner(model, schedule))
     num_blocks = config.kv_blocks or max(1, config.kv_cache_mb * 2**20 // runner.kv_block_bytes)

@@ -58,6 +58,9 @@ std::vector<Isa> supported_isas();
 const Kernels& kernels(Isa isa);
 // The fastest kernels this CPU runs; throws std::runtime_error if it runs none.
 const Kernels& best_kernels();
+// best_kernels() for "", else the copy of that name (a smaller CPU's, to measure it on a larger
+// one); throws as kernels() and isa_from_name() do.
+const Kernels& kernels_named(const std::string& name);
 // "avx512_vnni", "avx_vnni" or "avx2", and back (std::invalid_argument for another name).
 const char* isa_name(Isa isa);
 Isa isa_from_name(const std::string& name);

@@ -45,6 +45,7 @@ struct RunnerConfig {
   bool talker_u8_cache = true;  // its KV cache in u8 (else f32)
   int64_t talker_block_size = 32;  // its KV block (the CPU plugin's paged attention uses 32)
   int64_t subcode_threads = 0;  // their team (0: the CPU plugin's INFERENCE_NUM_THREADS, else the physical cores)
+  std::string kernels;          // their kernels' instruction set, kernels.hpp ("": the fastest this CPU runs)
 };
 
 // Inference time of each graph, summed since the runner was made.
