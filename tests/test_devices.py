@@ -200,6 +200,16 @@ def test_list_devices_says_what_auto_picks_on_each_device_and_why():
     assert slow.splitlines()[-1] == "precision auto: talker f32, subcode f32, decoder f32"
 
 
+def test_list_devices_names_the_native_runners_kernels_on_the_cpu():
+    """The copy the runner uses is the fastest the CPU runs; none: OpenVINO's graphs run."""
+    text = describe_devices(FakeCore(AI_PC), {}, kernels=["avx_vnni", "avx2"]).splitlines()
+    cpu = text.index("  CPU: Intel Core Ultra 7")
+    assert text[cpu + 2] == "    the native runner's kernels: avx_vnni (talker and code predictor, INT8/INT4 weights)"
+    assert sum("native runner's kernels" in line for line in text) == 1  # the CPU's line only
+    none = describe_devices(FakeCore(AI_PC), {}, kernels=[])
+    assert "the native runner's kernels: none (no AVX2 with FMA, or not built)" in none
+
+
 def test_the_cli_lists_devices(capsys):
     """On this machine: what its CPU reports decides what auto runs."""
     from wyoming_qwen3tts.server.app import main

@@ -179,9 +179,11 @@ def compile_config(precision: str = "f32", kv_precision: str | None = None, thre
     return config
 
 
-def describe_devices(core: Any, requested: Mapping[str, str], precision: str = AUTO) -> str:
+def describe_devices(core: Any, requested: Mapping[str, str], precision: str = AUTO,
+                     kernels: Sequence[str] | None = None) -> str:
     """What OpenVINO sees, what `auto` runs on each device and why, and where and in which
-    precision each graph would run (`--list-devices`)."""
+    precision each graph would run (`--list-devices`); with `kernels` (the native runner's
+    copies this CPU runs, fastest first), which one runs the talker and code predictor on it."""
     available = list(core.available_devices)
     lines = ["OpenVINO devices:"]
     for device in available:
@@ -191,6 +193,10 @@ def describe_devices(core: Any, requested: Mapping[str, str], precision: str = A
             name = "?"
         lines.append(f"  {device}: {name}")
         lines.append(f"    auto precision: {_auto_reason(device, device_capabilities(core, device))}")
+        if kernels is not None and _kind(device) == "CPU":
+            lines.append("    the native runner's kernels: " + (
+                f"{kernels[0]} (talker and code predictor, INT8/INT4 weights)" if kernels
+                else "none (no AVX2 with FMA, or not built): OpenVINO's graphs run the talker and code predictor"))
     if not available:
         lines.append("  (none)")
     try:

@@ -32,6 +32,12 @@ except ImportError as e:  # a build without the extension (it is built by `pip i
 log = logging.getLogger(__name__)
 
 
+def kernel_isas() -> list[str]:
+    """The instruction sets of the runner's own kernels this CPU runs, fastest first ([]: none,
+    or the extension is not built)."""
+    return [] if _IMPORT_ERROR is not None else list(_native.kernel_isas())
+
+
 def _properties(config: dict) -> dict[str, str]:
     return {key: str(value) for key, value in config.items()}
 

@@ -23,6 +23,7 @@ from .. import __version__
 from ..config import OVERRIDES, TEXT_FEEDING, WEIGHT_FORMATS, ConfigError, ServerConfig, apply_overrides, load_config
 from ..engine.config import TEXT_LAYOUTS
 from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISION_SETTINGS, describe_devices
+from ..engine.native import kernel_isas
 from ..engine.stream import EngineError
 from .handler import Service, ServiceSlot, TtsHandler
 from .loading import build_service, preview_catalogue, requested_devices
@@ -232,8 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = config_from_args(args)
         if args.list_devices:
-            print(describe_devices(ov.Core(), requested_devices(config),
-                                   config.precision.inference))
+            print(describe_devices(ov.Core(), requested_devices(config), config.precision.inference,
+                                   kernel_isas()))
             return 0
         asyncio.run(serve(config))
     except (ConfigError, ModelSourceError, CatalogueError, ValueError, EngineError, TimeoutError, OSError) as e:
