@@ -201,7 +201,8 @@ def test_list_devices_says_what_auto_picks_on_each_device_and_why():
 
 
 def test_list_devices_names_the_native_runners_kernels_on_the_cpu():
-    """The copy the runner uses is the fastest the CPU runs; none: OpenVINO's graphs run."""
+    """The first copy given is the one the runner uses (app.py: the fastest the CPU runs, or the
+    one engine.kernels names); none: OpenVINO's graphs run."""
     text = describe_devices(FakeCore(AI_PC), {}, kernels=["avx_vnni", "avx2"]).splitlines()
     cpu = text.index("  CPU: Intel Core Ultra 7")
     assert text[cpu + 2] == "    the native runner's kernels: avx_vnni (talker and code predictor, INT8/INT4 weights)"

@@ -2,8 +2,8 @@
 against an integer reference in numpy and against OpenVINO's exact products, product by product
 and whole graphs, and its place in the runner's graphs. The kernels exist per instruction set
 (kernels.hpp): every test of numbers runs each one this CPU has, and they must agree to the
-bit. Every x86-64 CI host has AVX2 (the N100 class too); Xeons and Zen 4 add AVX-512 VNNI, Intel
-since Alder Lake and AMD since Zen 5 AVX-VNNI."""
+bit. Every x86-64 CI host has AVX2 (the N100 class too); Xeons and Zen 4 add AVX-512 VNNI, Intel's
+CPUs since Alder Lake (and Zen 5) AVX-VNNI."""
 from __future__ import annotations
 
 from dataclasses import replace
@@ -14,7 +14,7 @@ import pytest
 from openvino import opset13
 
 from wyoming_qwen3tts import _native
-from wyoming_qwen3tts.engine.config import EngineConfig
+from wyoming_qwen3tts.engine.config import KERNELS, EngineConfig
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler
@@ -49,7 +49,12 @@ def test_every_ci_host_runs_the_kernels():
     """AVX2 and FMA are the floor (x86-64 since 2013): without them the runner falls back to
     OpenVINO everywhere and the kernel tests below would test nothing."""
     assert "avx2" in ISAS, ISAS
-    assert ISAS == [isa for isa in ("avx512_vnni", "avx_vnni", "avx2") if isa in ISAS], ISAS  # fastest first
+    assert ISAS == [isa for isa in KERNELS[1:] if isa in ISAS], ISAS  # fastest first, as engine.kernels lists them
+    for isa in KERNELS[1:]:  # every name engine.kernels takes is a copy the native module knows
+        if isa not in ISAS:
+            with pytest.raises(RuntimeError, match=f"this CPU does not run the {isa} kernels"):
+                _native.int4_linear(np.zeros((16, 64), np.uint8), np.ones((16, 2), np.float32),
+                                    np.zeros((1, 128), np.float32), isa=isa)
     with open("/proc/cpuinfo") as cpuinfo:
         flags = set(next(line for line in cpuinfo if line.startswith("flags")).split(":")[1].split())
     # each copy of the kernels the CPU can run is offered (the first is the one used), and is tested below

@@ -8,7 +8,7 @@ within 1e-5 (measured ~2e-7) and codes 1–14 exactly, greedy and sampled (the 1
 an INT8 head, which that graph multiplies exactly). Against OpenVINO's exact f32 products
 the difference is the activations' int8 rounding (~2 % of the logits on the tiny model, as
 OpenVINO's own dynamic quantization). The tests of numbers run each instruction set this CPU
-has (kernels.hpp: AVX2 on every CI host, AVX-512 VNNI on most), which must agree to the bit."""
+has (kernels.hpp: AVX2 on every CI host, AVX-512 VNNI on most, AVX-VNNI on some), which must agree to the bit."""
 from __future__ import annotations
 
 import re

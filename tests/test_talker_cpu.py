@@ -20,6 +20,7 @@ import pytest
 from test_int4_kernel import ISAS, run_greedy_request
 
 from wyoming_qwen3tts import _native
+from wyoming_qwen3tts.engine import native
 from wyoming_qwen3tts.engine.config import EngineConfig
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.sampling import SamplingParams
@@ -183,10 +184,23 @@ def test_engine_kernels_names_the_copy_and_every_copy_gives_the_same_codes(conve
         np.testing.assert_array_equal(got, codes["auto"], err_msg=kernels)
     with pytest.raises(ValueError, match="engine.kernels"):
         EngineConfig(kernels="sse2").validate()
+    for kernels in ISAS:
+        EngineConfig(kernels=kernels).validate()
+        EngineConfig(kernels=kernels, runner="python").validate()
     config = _native.RunnerConfig()
     config.kernels = "sse2"
     with pytest.raises(ValueError, match="unknown kernel instruction set"):
         _native.Runner(config)
+
+
+def test_a_copy_the_cpu_does_not_run_is_refused_at_start(monkeypatch):
+    """On a CPU with AVX2 only, asking for avx512_vnni is a config error that names the setting
+    and what the CPU runs (before any model is loaded), not a failure deep in the runner."""
+    monkeypatch.setattr(native, "kernel_isas", lambda: ["avx2"])
+    refused = r"engine.kernels: this CPU does not run the avx512_vnni copy \(it runs: avx2\)"
+    with pytest.raises(ValueError, match=refused):
+        EngineConfig(kernels="avx512_vnni").validate()
+    EngineConfig(kernels="avx2").validate()
 
 
 def test_the_runner_feeds_it_as_it_feeds_the_graph(converted_factory):

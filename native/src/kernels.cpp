@@ -90,8 +90,8 @@ const Kernels kKernels{Isa::avx2, "avx2", quantize, int8_blocks, int4_blocks, do
 }  // namespace avx2
 
 // AVX2 with AVX-VNNI (the VEX form of VNNI: Intel since Alder Lake, the N100 class and Core
-// Ultra AI PCs included, which have no AVX-512; AMD since Zen 5): AVX2's vectors, with its u8·s8
-// dot products one instruction each, as on AVX-512 VNNI.
+// Ultra AI PCs included, which have no AVX-512): AVX2's vectors, with its u8·s8 dot products one
+// instruction each, as on AVX-512 VNNI.
 namespace avx_vnni {
 namespace {
 #define QWEN3TTS_TARGET __attribute__((target("avx2,fma,avxvnni")))

@@ -43,8 +43,6 @@ const std::vector<std::string> kSamplingFields{
     "do_sample",           "top_k",           "top_p",           "temperature",           "repetition_penalty",
     "min_frames",          "subtalker_do_sample", "subtalker_top_k", "subtalker_top_p", "subtalker_temperature"};
 
-// The kernels a test asks for by name ("": the fastest this CPU runs); throws if the CPU lacks them.
-
 std::vector<SamplingParams> sampling_rows(const Array<double>& m) {
   if (m.ndim() != 2 || m.shape(1) != static_cast<py::ssize_t>(kSamplingFields.size()))
     throw std::invalid_argument("sampling must be [rows, len(SAMPLING_FIELDS)]");

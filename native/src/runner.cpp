@@ -245,6 +245,7 @@ bool Runner::use_talker_cpu(const ov::Model& model) {
   talker_runtime_ = std::string("talker_cpu, ") + talker_cpu_->kernels().name + ", " +
                     (config_.talker_u8_cache ? "u8" : "f32") + " cache, " + std::to_string(talker_cpu_->threads()) +
                     " threads";
+  rows_exact_ = true;
   return true;
 }
 

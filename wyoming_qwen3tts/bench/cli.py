@@ -108,6 +108,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--frames must be >= 2, --runs and --probe-frames >= 1")
     if args.int4_kernel == "on" and args.runner != "native":
         parser.error("--int4-kernel on needs --runner native (the kernel lives in the native runner)")
+    if args.kernels != "auto" and args.runner != "native":
+        parser.error("--kernels needs --runner native (the kernels live in the native runner)")
     return args
 
 

@@ -73,6 +73,13 @@ class EngineConfig:
                 raise ValueError(f"engine.{name}: {getattr(self, name)!r} is not one of {', '.join(RUNTIMES)}")
         if self.kernels not in KERNELS:
             raise ValueError(f"engine.kernels: {self.kernels!r} is not one of {', '.join(KERNELS)}")
+        if self.kernels != "auto" and self.runner == "native":
+            from .native import kernel_isas  # the extension, only when a copy is named
+
+            runs = kernel_isas()
+            if self.kernels not in runs:
+                raise ValueError(f"engine.kernels: this CPU does not run the {self.kernels} copy (it runs: "
+                                 f"{', '.join(runs) or 'none'})")
         if self.text_layout not in TEXT_LAYOUTS:
             raise ValueError(f"engine.text_layout: {self.text_layout!r} is not one of {', '.join(TEXT_LAYOUTS)}")
         if self.request_timeout < 0:

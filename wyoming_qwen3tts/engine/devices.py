@@ -183,7 +183,7 @@ def describe_devices(core: Any, requested: Mapping[str, str], precision: str = A
                      kernels: Sequence[str] | None = None) -> str:
     """What OpenVINO sees, what `auto` runs on each device and why, and where and in which
     precision each graph would run (`--list-devices`); with `kernels` (the native runner's
-    copies this CPU runs, fastest first), which one runs the talker and code predictor on it."""
+    copies this CPU runs, fastest first, or the one engine.kernels names), the one it uses."""
     available = list(core.available_devices)
     lines = ["OpenVINO devices:"]
     for device in available:

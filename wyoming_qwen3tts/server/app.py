@@ -233,8 +233,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         config = config_from_args(args)
         if args.list_devices:
-            print(describe_devices(ov.Core(), requested_devices(config), config.precision.inference,
-                                   kernel_isas()))
+            kernels = kernel_isas() if config.engine.kernels == "auto" else [config.engine.kernels]
+            print(describe_devices(ov.Core(), requested_devices(config), config.precision.inference, kernels))
             return 0
         asyncio.run(serve(config))
     except (ConfigError, ModelSourceError, CatalogueError, ValueError, EngineError, TimeoutError, OSError) as e:

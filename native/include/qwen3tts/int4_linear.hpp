@@ -5,7 +5,7 @@
 // arithmetic, not by memory, and a decode step (talker, subcode: one row per stream) spends
 // most of its time there. This kernel quantizes the activations to int8 per weight group
 // (as the plugin's dynamic quantization does) and multiplies with byte dot products (AVX-512
-// VNNI, or AVX2's multiply-adds: kernels.hpp) straight from 4-bit weights repacked for it,
+// VNNI, AVX-VNNI, or AVX2's multiply-adds: kernels.hpp) straight from 4-bit weights repacked for it,
 // reading the weights at the memory's rate. `use_int4_linear` swaps it in for every MatMul of a graph whose weights are INT4
 // (nncf's symmetric group-wise pattern); everything else stays OpenVINO's.
 #pragma once

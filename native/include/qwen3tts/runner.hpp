@@ -81,7 +81,7 @@ class Runner {
   const std::string& talker_runtime() const { return talker_runtime_; }
   // True when talker_cpu runs the talker: it computes a row alike however a step splits rows,
   // so a cached prefix can end anywhere (docs/OPENVINO.md §12); OpenVINO's paged graph does not.
-  bool rows_exact() const { return talker_cpu_ != nullptr; }
+  bool rows_exact() const { return rows_exact_; }
 
   // Makes the KV cache num_blocks blocks (allocated, not touched: a block becomes resident
   // when a sequence first writes it). Once, before the first forward().
@@ -166,6 +166,7 @@ class Runner {
   std::unique_ptr<TalkerCpu> talker_cpu_;      // instead of talker_ (then talker_io_ holds logits, hidden)
   std::unique_ptr<SubcodeCpu> subcode_cpu_;  // instead of subcode_ (then subcode_io_ are plain host tensors)
   std::string subcode_runtime_ = "openvino", talker_runtime_ = "openvino";
+  bool rows_exact_ = false;  // talker_cpu_ runs the talker (set once at load, as talker_runtime_)
   std::vector<ov::Tensor> caches_;  // key_cache.N and value_cache.N: [blocks, ...] each
   int64_t num_blocks_ = 0;          // of the KV cache allocate_kv made (0: not yet)
   int64_t kv_block_bytes_ = 0, block_size_ = 0, hidden_ = 0, vocab_ = 0, int4_products_ = 0;
