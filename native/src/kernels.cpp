@@ -63,7 +63,6 @@ const Kernels kKernels{Isa::avx512_vnni, "avx512_vnni", quantize, int8_blocks, i
 namespace avx2 {
 namespace {
 #define QWEN3TTS_TARGET __attribute__((target("avx2,fma")))
-constexpr int kRows = 2;  // activation rows per pass over a block (registers: 16 of them)
 #include "avx2_vectors.inc"
 // Σ over each 32-bit lane's 4 bytes of u·x, u ≤ 15: pairs of products fit 16 bits (≤ 2·15·128).
 QWEN3TTS_TARGET inline __m256i dot4_small(__m256i u, __m256i x) {
@@ -95,7 +94,6 @@ const Kernels kKernels{Isa::avx2, "avx2", quantize, int8_blocks, int4_blocks, do
 namespace avx_vnni {
 namespace {
 #define QWEN3TTS_TARGET __attribute__((target("avx2,fma,avxvnni")))
-constexpr int kRows = 2;
 #include "avx2_vectors.inc"
 QWEN3TTS_TARGET inline I dot_bytes(I acc, I u, int32_t x4) {
   const __m256i x = _mm256_set1_epi32(x4);

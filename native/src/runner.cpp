@@ -59,7 +59,8 @@ int64_t static_dim(const ov::Output<const ov::Node>& output, size_t axis) {
 
 Runner::Runner(const RunnerConfig& config) : config_(config), core_(shared_core()) {
   if (config_.groups < 2) throw std::invalid_argument("groups must be >= 2");
-  if (!config_.kernels.empty()) kernels_named(config_.kernels);  // a copy this CPU runs, or an error now
+  // the named copy (an error now if this CPU does not run it), else the fastest, if any
+  if (!config_.kernels.empty() || !supported_isas().empty()) kernels_ = &kernels_named(config_.kernels);
   load_memory_.push_back({"before", ResidentMemory::now()});
   compile_codec();  // the largest weights first: each graph's file pages are gone before the next is read
   load_memory_.push_back({"codec", ResidentMemory::now()});
@@ -211,7 +212,7 @@ void Runner::check_ids() const {
 
 std::string Runner::cpu_stack_refused(const std::string& device) const {
   if (device.rfind("CPU", 0) != 0) return "not on the CPU";
-  if (supported_isas().empty()) return "the runner's own kernels need a CPU with AVX2 and FMA";
+  if (kernels_ == nullptr) return "the runner's own kernels need a CPU with AVX2 and FMA";
   return "";
 }
 
@@ -237,7 +238,7 @@ bool Runner::use_talker_cpu(const ov::Model& model) {
   }
   try {
     talker_cpu_ = std::make_unique<TalkerCpu>(model, team(), config_.talker_u8_cache, config_.talker_block_size,
-                                              kernels_named(config_.kernels));
+                                              *kernels_);
   } catch (const std::invalid_argument& e) {  // not this graph's (older, fp16): the graph runs
     talker_runtime_ = std::string("openvino (") + e.what() + ")";
     return false;
@@ -250,8 +251,8 @@ bool Runner::use_talker_cpu(const ov::Model& model) {
 }
 
 void Runner::use_int4_kernel(const std::shared_ptr<ov::Model>& model, const std::string& device) {
-  if (config_.int4_linear && device.rfind("CPU", 0) == 0 && !supported_isas().empty())
-    int4_products_ += use_int4_linear(model, kernels_named(config_.kernels));
+  if (config_.int4_linear && device.rfind("CPU", 0) == 0 && kernels_ != nullptr)
+    int4_products_ += use_int4_linear(model, *kernels_);
 }
 
 void Runner::set_caches(int64_t blocks) {
@@ -274,7 +275,7 @@ bool Runner::use_subcode_cpu(const ov::Model& model) {
     return false;
   }
   try {
-    subcode_cpu_ = std::make_unique<SubcodeCpu>(model, team(), kernels_named(config_.kernels));
+    subcode_cpu_ = std::make_unique<SubcodeCpu>(model, team(), *kernels_);
   } catch (const std::invalid_argument& e) {  // not this graph's (older, fp16): the graph runs
     subcode_runtime_ = std::string("openvino (") + e.what() + ")";
     return false;

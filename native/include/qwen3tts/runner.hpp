@@ -18,6 +18,7 @@
 #include <openvino/openvino.hpp>
 
 #include "qwen3tts/codec_stream.hpp"
+#include "qwen3tts/kernels.hpp"
 #include "qwen3tts/mapped_ir.hpp"
 #include "qwen3tts/resident_memory.hpp"
 #include "qwen3tts/step_plan.hpp"
@@ -162,6 +163,7 @@ class Runner {
   TalkerIo talker_io_;
   SubcodeIo subcode_io_;
   std::unique_ptr<StreamingCodec> codec_;
+  const Kernels* kernels_ = nullptr;          // the copy of kernels.hpp they use (none: the CPU runs none)
   std::shared_ptr<ThreadTeam> team_;          // talker_cpu_'s and subcode_cpu_'s
   std::unique_ptr<TalkerCpu> talker_cpu_;      // instead of talker_ (then talker_io_ holds logits, hidden)
   std::unique_ptr<SubcodeCpu> subcode_cpu_;  // instead of subcode_ (then subcode_io_ are plain host tensors)
