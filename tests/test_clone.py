@@ -127,7 +127,7 @@ def test_cloned_speech_matches_official(official, model, reference, x_vector_onl
 
 
 def run_engine(model: LoadedModel, runner: str, requests: list) -> list[tuple[np.ndarray, np.ndarray]]:
-    config = EngineConfig(kv_blocks=64, prefill_chunk=16, steady_chunk=8, max_frames=FRAMES, runner=runner)
+    config = EngineConfig(kv_blocks=64, prefill_chunk=16, steady_chunk=8, max_frames=FRAMES, backend=runner)
     with Scheduler(model, config) as engine:
         streams = [engine.submit(r, greedy(model)) for r in requests]
         pcms = [s.read_all(120) for s in streams]
@@ -138,7 +138,7 @@ def test_native_runner_primes_the_codec_like_the_python_one(model, reference):
     clone = Cloner(model, use_cache=False).prompt(reference[0], REF_TEXT)
     requests = [clone.request(TEXT, "english"), clone.request("Another sentence.", "english"),
                 clone.request(TEXT, "english")]  # the third reuses the primed state of the first
-    native, python = run_engine(model, "native", requests), run_engine(model, "python", requests)
+    native, python = run_engine(model, "auto", requests), run_engine(model, "python", requests)
     for (codes_n, pcm_n), (codes_p, pcm_p) in zip(native, python):
         np.testing.assert_array_equal(codes_n, codes_p)
         assert codes_n.shape[0] > 0 and np.array_equal(pcm_n, pcm_p)
@@ -318,7 +318,7 @@ def test_catalogue_serves_the_good_voices_when_one_recording_is_bad(model, refer
 
 def test_say_clones_a_recording(base, reference, tmp_path):
     outputs = []
-    for name, options in (("streamed", []), ("offline", ["--offline"]), ("python", ["--runner", "python"])):
+    for name, options in (("streamed", []), ("offline", ["--offline"]), ("python", ["--backend", "python"])):
         wav = tmp_path / f"{name}.wav"
         assert say([TEXT, "--model", str(base[1]), "--clone", str(reference[0]), "--ref-text", REF_TEXT,
                     "--language", "english", "--greedy", "--precision", "f32", "--kv-precision", "f32",

@@ -66,7 +66,7 @@ def model(converted_factory) -> LoadedModel:
     return LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8")
 
 
-@pytest.mark.parametrize("runner", ["native", "python"])
+@pytest.mark.parametrize("runner", ["auto", "python"])
 def test_lead_goes_out_mid_step_and_the_stream_keeps_every_sample(model, runner) -> None:
     """With either runner: the lead's 960 samples reach `on_audio` before the frame's whole
     decoding, the rest of the frame follows in the same step without them, and the request's
@@ -76,7 +76,7 @@ def test_lead_goes_out_mid_step_and_the_stream_keeps_every_sample(model, runner)
     embeds = model.embed_prompt(model.prompt(VoiceRequest("Turn on the kitchen lights.", "english", "ryan")))
     out = {}
     for lead in (False, True):
-        batch = open_batch(model, EngineConfig(runner=runner, kv_blocks=16, codec_lead=lead), ChunkSchedule(1, 8))
+        batch = open_batch(model, EngineConfig(backend=runner, kv_blocks=16, codec_lead=lead), ChunkSchedule(1, 8))
         assert (batch.lead is not None) == lead and batch.pacer is not None
         batch.pacer.decoded(1, 1, 0.001)  # measured: the frame's decoding comes well within the lead
         seq = batch.add(embeds, params)

@@ -113,7 +113,7 @@ def test_batch_equals_alone(models):
     assert len({r.shape[0] for r in together}) >= 1 and len({int(c[0, 0]) for c in together}) > 1
 
 
-@pytest.mark.parametrize("runner", ["python", "native"])
+@pytest.mark.parametrize("runner", ["python", "auto"])
 def test_voice_prefix_from_the_cache(models, runner):
     """The prefix cache on the exact path (engine/runner.py): a voice's later requests start
     from its cached instruct, role and codec prefix, and still give the official codes, in
@@ -123,7 +123,7 @@ def test_voice_prefix_from_the_cache(models, runner):
     from wyoming_qwen3tts.engine.scheduler import Scheduler
 
     official, model = models("tiny-1.7b", "custom_voice")
-    sched = Scheduler(model, EngineConfig(kv_blocks=64, runner=runner), schedule=ChunkSchedule(offline=True))
+    sched = Scheduler(model, EngineConfig(kv_blocks=64, backend=runner), schedule=ChunkSchedule(offline=True))
     started, add = [], sched.batch.add
 
     def spy(*args, **kwargs):  # the prompt tokens each sequence starts with cached

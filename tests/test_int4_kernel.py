@@ -1,7 +1,7 @@
-"""The native runner's INT4 kernel (native/include/qwen3tts/int4_linear.hpp): its numbers
+"""The native runner's INT4 product (native/include/qwen3tts/int4_weights.hpp): its numbers
 against an integer reference in numpy and against OpenVINO's exact products, product by product
-and whole graphs, and its place in the runner's graphs. The kernels exist per instruction set
-(kernels.hpp): every test of numbers runs each one this CPU has, and they must agree to the
+and whole graphs (the test-only op of native/src/testing/ swapped into the converted graphs).
+The kernels exist per instruction set (kernels.hpp): every test of numbers runs each one this CPU has, and they must agree to the
 bit. Every x86-64 CI host has AVX2 (the N100 class too); Xeons and Zen 4 add AVX-512 VNNI, Intel's
 CPUs since Alder Lake (and Zen 5) AVX-VNNI."""
 from __future__ import annotations
@@ -14,7 +14,7 @@ import pytest
 from openvino import opset13
 
 from wyoming_qwen3tts import _native
-from wyoming_qwen3tts.engine.config import KERNELS, EngineConfig
+from wyoming_qwen3tts.engine.config import KERNELS
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler
@@ -53,7 +53,7 @@ def test_every_ci_host_runs_the_kernels():
     for isa in KERNELS[1:]:  # every name engine.kernels takes is a copy the native module knows
         if isa not in ISAS:
             with pytest.raises(RuntimeError, match=f"this CPU does not run the {isa} kernels"):
-                _native.int4_linear(np.zeros((16, 64), np.uint8), np.ones((16, 2), np.float32),
+                _native.testing.int4_linear(np.zeros((16, 64), np.uint8), np.ones((16, 2), np.float32),
                                     np.zeros((1, 128), np.float32), isa=isa)
     with open("/proc/cpuinfo") as cpuinfo:
         flags = set(next(line for line in cpuinfo if line.startswith("flags")).split(":")[1].split())
@@ -61,8 +61,8 @@ def test_every_ci_host_runs_the_kernels():
     assert ("avx512_vnni" in ISAS) == {"avx512f", "avx512bw", "avx512_vnni"}.issubset(flags), (ISAS, flags)
     assert ("avx_vnni" in ISAS) == {"avx2", "fma", "avx_vnni"}.issubset(flags), (ISAS, flags)
     with pytest.raises(ValueError, match="unknown kernel instruction set"):
-        _native.int4_linear(np.zeros((16, 64), np.uint8), np.ones((16, 2), np.float32), np.zeros((1, 128), np.float32),
-                            isa="sse2")
+        _native.testing.int4_linear(np.zeros((16, 64), np.uint8), np.ones((16, 2), np.float32),
+                                    np.zeros((1, 128), np.float32), isa="sse2")
 
 
 @pytest.mark.parametrize("isa", ISAS)
@@ -75,7 +75,7 @@ def test_kernel_computes_the_integer_reference(group: int, rows: int, isa: str):
     scale = (rng.random((n, k // group)) * 0.02 + 0.001).astype(np.float32)
     x = rng.standard_normal((rows, k)).astype(np.float32)
     x[-1, :group] = 0  # a group of zeros: scale 0, no division by it
-    y = _native.int4_linear(i4_bytes(q), scale, x, isa=isa)
+    y = _native.testing.int4_linear(i4_bytes(q), scale, x, isa=isa)
     assert y.shape == (rows, n) and y.dtype == np.float32
     np.testing.assert_allclose(y, reference(q, scale, x), rtol=2e-5, atol=1e-5)
     exact = x @ (q * np.repeat(scale, group, axis=1)).T  # the f32 product the quantization approximates
@@ -84,7 +84,8 @@ def test_kernel_computes_the_integer_reference(group: int, rows: int, isa: str):
 
 def test_kernel_rejects_mismatched_shapes():
     with pytest.raises(ValueError, match="int4_linear"):
-        _native.int4_linear(np.zeros((16, 64), np.uint8), np.ones((16, 2), np.float32), np.zeros((1, 64), np.float32))
+        _native.testing.int4_linear(np.zeros((16, 64), np.uint8), np.ones((16, 2), np.float32),
+                                    np.zeros((1, 64), np.float32))
 
 
 def int4_products(model: ov.Model) -> list[tuple[ov.Node, ov.Node, ov.Node]]:
@@ -129,7 +130,7 @@ def test_kernel_reads_nncf_int4_weights_as_openvino_does(int4_dir, graph):
                                    "CPU", EXACT)
         want = exact(x)[0]
         raw = q.get_data().view(np.uint8).reshape(n, groups * group // 2)
-        got = _native.int4_linear(raw, scale.get_data().astype(np.float32).reshape(n, groups), x)
+        got = _native.testing.int4_linear(raw, scale.get_data().astype(np.float32).reshape(n, groups), x)
         assert np.linalg.norm(got - want) / np.linalg.norm(want) < 0.02, matmul.get_friendly_name()
 
 
@@ -154,7 +155,7 @@ def test_graphs_with_the_kernel_compute_what_openvino_does(int4_dir):
     talker_in = {"inputs_embeds": rng.standard_normal((1, t, hidden)).astype(np.float32),
                  "position_ids": np.arange(t, dtype=np.int64)[None], "beam_idx": np.zeros(1, np.int32),
                  "sample_rows": np.array([t - 1], np.int64)}
-    swapped, got = _native.infer_with_int4_kernel(str(int4_dir / "talker.xml"), talker_in)
+    swapped, got = _native.testing.infer_with_int4_kernel(str(int4_dir / "talker.xml"), talker_in)
     want = openvino_exact(int4_dir / "talker.xml", talker_in)
     assert swapped == len(int4_products(talker))
     for name in ("logits", "hidden"):
@@ -164,7 +165,7 @@ def test_graphs_with_the_kernel_compute_what_openvino_does(int4_dir):
                   "code0": rng.integers(0, 2048, rows), "temperature": np.zeros(rows, np.float32),  # greedy
                   "top_k": np.full(rows, 50), "top_p": np.ones(rows, np.float32),
                   "uniform": rng.random((rows, 15)).astype(np.float32)}
-    swapped, got = _native.infer_with_int4_kernel(str(int4_dir / "subcode.xml"), subcode_in)
+    swapped, got = _native.testing.infer_with_int4_kernel(str(int4_dir / "subcode.xml"), subcode_in)
     want = openvino_exact(int4_dir / "subcode.xml", subcode_in)
     assert swapped == len(int4_products(core.read_model(int4_dir / "subcode.xml")))
     # the first draw goes through every layer and the first head; later draws feed on earlier
@@ -183,51 +184,3 @@ def run_greedy_request(sched: Scheduler, model: LoadedModel, frames: int) -> np.
     assert stream.done and stream.result.reason == "length"
     assert all(np.isfinite(chunk.pcm).all() for chunk in stream)
     return stream.result.codes
-
-
-def test_runner_swaps_the_kernel_into_every_int4_product(int4_dir):
-    """With the kernel, every INT4 product of the talker and subcode runs it (none with it
-    off, nor by default at f32 precision), and requests run to their end."""
-    model = LoadedModel(int4_dir, precision="f32", kv_precision="u8")
-    core = ov.Core()
-    expected = sum(len(int4_products(core.read_model(int4_dir / f"{g}.xml"))) for g in ("talker", "subcode"))
-    assert expected > 0
-    for kernel in (True, False, None):
-        config = EngineConfig(kv_blocks=64, max_frames=12, int4_kernel=kernel, subcode_runtime="openvino")
-        sched = Scheduler(model, config)
-        try:
-            assert sched.runner.int4_products == (expected if kernel else 0)
-            assert run_greedy_request(sched, model, 12).shape == (12, 16)
-        finally:
-            sched.close()
-
-
-def test_auto_uses_the_kernel_unless_the_precision_is_f32(int4_dir):
-    """engine.int4_kernel null (the default): the runner's kernel in the talker graph at auto
-    precision, OpenVINO's at f32 (the exact path), never in the Python runner. (By default the
-    native runner runs the talker itself at auto precision: the graph is asked for here.)"""
-    assert EngineConfig().int4_kernel is None
-    auto = EngineConfig()
-    assert auto.native_int4("auto", "f32") and not auto.native_int4("f32", "f32")
-    assert not auto.native_int4("auto", "bf16") and not auto.native_int4("bf16", "bf16")  # the kernel computes f32
-    assert EngineConfig(int4_kernel=True).native_int4("f32", "f32")
-    assert not EngineConfig(int4_kernel=False).native_int4("auto", "f32")
-    assert not EngineConfig(runner="python", int4_kernel=True).native_int4("auto", "f32")
-    model = LoadedModel(int4_dir, precision="auto", kv_precision="u8")
-    sched = Scheduler(model, EngineConfig(kv_blocks=64, max_frames=12, talker_runtime="openvino"))
-    try:
-        talker = len(int4_products(ov.Core().read_model(int4_dir / "talker.xml")))
-        assert sched.runner.subcode_runtime.startswith("subcode_cpu")  # the subcode graph is not compiled
-        assert sched.runner.int4_products == talker > 0
-        assert run_greedy_request(sched, model, 12).shape == (12, 16)
-    finally:
-        sched.close()
-
-
-def test_runner_leaves_int8_graphs_to_openvino(converted_factory):
-    model = LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8")
-    sched = Scheduler(model, EngineConfig(kv_blocks=16, int4_kernel=True))
-    try:
-        assert sched.runner.int4_products == 0
-    finally:
-        sched.close()

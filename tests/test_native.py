@@ -38,7 +38,7 @@ def model(converted_factory):
 def run(model: LoadedModel, runner: str, requests: list) -> list[tuple]:
     """Drive a scheduler by hand (the same interleaving for both runners); returns each
     request's (reason, codes, pcm chunks)."""
-    sched = Scheduler(model, replace(CONFIG, runner=runner))
+    sched = Scheduler(model, replace(CONFIG, backend=runner))
     try:
         streams = []
         for i, (text, lang, speaker, seed, _) in enumerate(requests):
@@ -70,7 +70,7 @@ def run(model: LoadedModel, runner: str, requests: list) -> list[tuple]:
 @pytest.mark.parametrize("count", [1, 8])
 def test_native_and_python_runners_give_the_same_codes_and_audio(model, count):
     requests = REQUESTS[:count]
-    native, python = run(model, "native", requests), run(model, "python", requests)
+    native, python = run(model, "auto", requests), run(model, "python", requests)
     sampled = 0
     for (reason_n, codes_n, pcm_n), (reason_p, codes_p, pcm_p), request in zip(native, python, requests):
         assert reason_n == reason_p
@@ -144,7 +144,7 @@ def test_runners_freed_by_the_collector_on_another_thread_while_another_engine_i
 def test_closing_the_runner_mid_generation_waits_for_the_step_and_ends_the_request(model):
     """close() from another thread while the engine thread steps: the step in progress
     finishes on live graphs, the next one fails cleanly and the request ends with an error."""
-    config = replace(CONFIG, runner="native", min_frames=400, max_frames=400, kv_blocks=64)
+    config = replace(CONFIG, backend="auto", min_frames=400, max_frames=400, kv_blocks=64)
     sched = Scheduler(model, config).start()
     try:
         params = SamplingParams.from_defaults(model.spec.generation, seed=1, min_frames=390)

@@ -17,7 +17,7 @@ from wyoming_qwen3tts.engine.scheduler import Scheduler
 from wyoming_qwen3tts.engine.stream import EngineBusy, EngineError, RequestAborted, RequestTimeout
 from wyoming_qwen3tts.model.prompt import VoiceRequest
 
-RUNNERS = ("python", "native")
+RUNNERS = ("python", "auto")
 CONFIG = EngineConfig(kv_blocks=64, prefill_chunk=8, first_chunk=1, steady_chunk=8, max_frames=60, min_frames=4,
                       frames_per_token=3.0)  # a cap that grows with the text (4 + 3 per token)
 TEXT = "Hello there, the kitchen lights are on now."
@@ -37,7 +37,7 @@ def engines(model):
     cache: dict = {}
 
     def get(runner: str, config: EngineConfig = CONFIG) -> Scheduler:
-        config = replace(config, runner=runner)
+        config = replace(config, backend=runner)
         if config not in cache:
             cache[config] = Scheduler(model, config)
         return cache[config]
@@ -133,7 +133,7 @@ def test_sampled_requests_continue_their_draws_as_the_cap_grows(engines, runner)
 def test_multibyte_text_split_per_character(engines):
     text = "今天天气很好，我们去公园。"
     voice = VoiceRequest("", "chinese", "vivian")
-    sched = engines("native")
+    sched = engines("auto")
     stream = sched.submit(replace(voice, text=text, non_streaming=False), params(sched.model, None))
     utt = sched.open(voice, params(sched.model, None))
     for ch in text:
@@ -247,7 +247,7 @@ def test_a_request_waiting_for_text_times_out(engines):
 
 
 def test_the_engine_thread_sleeps_while_text_is_missing_and_wakes_for_it(model):
-    with Scheduler(model, replace(CONFIG, runner="python")) as sched:
+    with Scheduler(model, replace(CONFIG, backend="python")) as sched:
         utt = sched.open(VOICE, params(model, None))
         utt.append("Hello there, the")
         deadline = time.monotonic() + 30

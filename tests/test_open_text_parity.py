@@ -37,7 +37,7 @@ from wyoming_qwen3tts.model.prompt import VoiceRequest, assistant_ids, build_ope
 FRAMES = 20
 RATE = 24000
 PCM_TOLERANCE = 1e-4  # our codec against the official decoder (tests/test_codec.py, test_clone.py)
-RUNNERS = ("python", "native")
+RUNNERS = ("python", "auto")
 # The engine's runaway cap starts small and grows with the text (4 + 3 per token): it must not
 # bind before FRAMES once the whole text is in, so both sides stop at the same frame.
 CONFIG = EngineConfig(kv_blocks=64, first_chunk=1, steady_chunk=8, min_frames=4, frames_per_token=3.0)
@@ -124,7 +124,7 @@ def engines(models):
 
     def get(variant: str, runner: str) -> Scheduler:
         if (variant, runner) not in cache:
-            cache[(variant, runner)] = Scheduler(models(variant)[1], replace(CONFIG, runner=runner))
+            cache[(variant, runner)] = Scheduler(models(variant)[1], replace(CONFIG, backend=runner))
         return cache[(variant, runner)]
 
     yield get

@@ -135,13 +135,13 @@ def test_where_short_chunks_cannot_keep_up_the_schedule_is_the_plain_one():
     assert chunks == [1, 8, 8, 8, 8, 7]
 
 
-@pytest.mark.parametrize("runner", ["native", "python"])
+@pytest.mark.parametrize("runner", ["auto", "python"])
 def test_a_paced_stream_in_short_chunks_has_the_audio_of_long_ones(converted_factory, runner):
     """Through the batch with either runner: a paced sequence told it is behind decodes
     1-frame chunks through the 1-frame steady graph, carrying the decoder state on; its codes
     and PCM are those of the same request in the plain schedule (1, then 8)."""
     model = LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="f32", kv_precision="u8")
-    config = EngineConfig(runner=runner, kv_blocks=16, codec_lead=False)  # chunks of whole frames
+    config = EngineConfig(backend=runner, kv_blocks=16, codec_lead=False)  # chunks of whole frames
     batch = open_batch(model, config, ChunkSchedule(1, 8))
     assert batch.runner.can_pace and batch.pacer is not None
     batch.pacer.short_due = lambda *args: True  # always barely ahead of playback

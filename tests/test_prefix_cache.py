@@ -19,7 +19,7 @@ from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler, open_batch
 from wyoming_qwen3tts.model.prompt import VoiceRequest
 
-RUNNERS = ("python", "native")
+RUNNERS = ("python", "auto")
 CONFIG = EngineConfig(kv_blocks=64, first_chunk=1, steady_chunk=8, max_frames=16)
 RYAN = VoiceRequest("Hello there, how are you today?", "english", "ryan")
 TEXTS = ("Hello there, how are you today?", "Turn on the kitchen lights.", "Short.")
@@ -48,7 +48,7 @@ class Engine:
     with the Python runner every talker call's logits (codes hide last-bit differences)."""
 
     def __init__(self, model: LoadedModel, runner: str, config: EngineConfig = CONFIG) -> None:
-        self.sched = Scheduler(model, replace(config, runner=runner))
+        self.sched = Scheduler(model, replace(config, backend=runner))
         self.started: list[tuple[int, int]] = []  # (cached at admission, prompt tokens)
         self.logits: list[np.ndarray] = []  # Python runner: the sampled rows of each talker call
         add = self.sched.batch.add
@@ -206,7 +206,7 @@ def test_the_exact_path_in_prefill_chunks(exact):
     assert {len(exact.prompt(v)) % 7 for v, _ in voices} == {1, 3}  # 29, 22: a last row alone; 10
     one_call = run_all(exact, "python", False, voices + voices)
     chunked = replace(CONFIG, prefill_chunk=7)
-    for runner, cache in (("python", False), ("python", True), ("native", False), ("native", True)):
+    for runner, cache in (("python", False), ("python", True), ("auto", False), ("auto", True)):
         assert_same(run_all(exact, runner, cache, voices + voices, chunked), one_call)
 
 
@@ -288,9 +288,9 @@ def test_a_tiny_pool_evicts_prefixes_and_never_refuses_a_request(u8, runner):
 
 def test_the_cache_is_only_on_a_cpu_talker_and_when_asked(u8):
     schedule = ChunkSchedule(1, 8)
-    assert open_batch(u8, replace(CONFIG, runner="python"), schedule).prefix_cache
-    assert not open_batch(u8, replace(CONFIG, runner="python", prefix_cache=False), schedule).prefix_cache
-    native = open_batch(u8, replace(CONFIG, runner="native", prefix_cache=False), schedule)
+    assert open_batch(u8, replace(CONFIG, backend="python"), schedule).prefix_cache
+    assert not open_batch(u8, replace(CONFIG, backend="python", prefix_cache=False), schedule).prefix_cache
+    native = open_batch(u8, replace(CONFIG, backend="auto", prefix_cache=False), schedule)
     try:
         assert not native.prefix_cache
     finally:

@@ -18,6 +18,7 @@ import numpy as np
 import openvino as ov
 import pytest
 from test_int4_kernel import ISAS, i4_bytes, openvino_exact, run_greedy_request
+from test_talker_cpu import hooked
 
 from wyoming_qwen3tts import _native
 from wyoming_qwen3tts.engine.config import EngineConfig
@@ -54,7 +55,7 @@ def subcode_inputs(xml, rows: int, seed: int, sampled: bool) -> dict[str, np.nda
 
 def ours(xml, inputs: dict[str, np.ndarray], threads: int = 2,
          isa: str = "") -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    return _native.run_subcode_cpu(str(xml), threads, *(inputs[name] for name in INPUTS), isa=isa)
+    return _native.testing.run_subcode_cpu(str(xml), threads, *(inputs[name] for name in INPUTS), isa=isa)
 
 
 def with_first_logits(xml, out) -> str:
@@ -82,7 +83,7 @@ def test_computes_what_the_graph_with_the_int4_kernel_does(converted_factory, tm
     runner with int8 activations: the 15th code may differ there, nowhere else."""
     xml = converted_factory(preset, "custom_voice", "int4") / "subcode.xml"
     inputs = subcode_inputs(xml, rows=16, seed=3, sampled=sampled)
-    swapped, graph = _native.infer_with_int4_kernel(with_first_logits(xml, tmp_path / "s.xml"), inputs)
+    swapped, graph = _native.testing.infer_with_int4_kernel(with_first_logits(xml, tmp_path / "s.xml"), inputs)
     assert swapped > 0
     codes, embedding, logits = ours(xml, inputs, isa=isa)
     assert relative(logits, graph["logits0"].reshape(logits.shape)) < 1e-5
@@ -132,7 +133,7 @@ def test_int8_kernel_computes_the_integer_reference(isa):
         q[2] = 127
         scale = (rng.random(32) * 0.02 + 0.001).astype(np.float32)
         x = rng.standard_normal((rows, k)).astype(np.float32)
-        y, row0, group = _native.int8_linear(q, scale, x, isa=isa)
+        y, row0, group = _native.testing.int8_linear(q, scale, x, isa=isa)
         assert group == (128 if k % 128 == 0 else k)
         xg = x.reshape(rows, k // group, group)
         amax = np.abs(xg).max(-1, keepdims=True)
@@ -157,8 +158,8 @@ def test_instruction_sets_give_the_same_numbers(converted_factory):
     inputs = subcode_inputs(xml, rows=5, seed=9, sampled=True)
     first = None
     for isa in ISAS:
-        got = (_native.int4_linear(i4_bytes(q4), scale4, x, isa=isa), _native.int8_linear(q8, scale8, x, isa=isa)[0],
-               *ours(xml, inputs, isa=isa))
+        got = (_native.testing.int4_linear(i4_bytes(q4), scale4, x, isa=isa),
+               _native.testing.int8_linear(q8, scale8, x, isa=isa)[0], *ours(xml, inputs, isa=isa))
         if first is None:
             first = got
         for a, b in zip(got, first):
@@ -173,24 +174,7 @@ def test_a_code_outside_the_table_is_refused(converted_factory):
         ours(xml, inputs)
 
 
-@pytest.mark.parametrize("weights", ["int4", "int8"])
-def test_the_runner_uses_it_where_asked(converted_factory, weights):
-    """auto: the runner's own code predictor unless the precision is f32 (OpenVINO's numbers
-    there); native: at f32 too. Requests run to their end either way."""
-    model_dir = converted_factory("tiny", "custom_voice", weights)
-    for precision, setting, expected in (("auto", "auto", "subcode_cpu"), ("f32", "auto", "openvino"),
-                                         ("f32", "native", "subcode_cpu"), ("auto", "openvino", "openvino")):
-        model = LoadedModel(model_dir, precision=precision, kv_precision="u8")
-        sched = Scheduler(model, EngineConfig(kv_blocks=32, subcode_runtime=setting))
-        try:
-            assert sched.runner.subcode_runtime.startswith(expected), (precision, setting)
-            codes = run_greedy_request(sched, model, 10)
-            assert codes.shape == (10, 16) and ((codes >= 0) & (codes < 2048)).all()
-        finally:
-            sched.close()
-
-
-def test_the_runner_feeds_it_as_it_feeds_the_graph(converted_factory):
+def test_the_runner_feeds_it_as_it_feeds_the_graph(converted_factory, monkeypatch):
     """Through the runner, three sampled requests stepped together: the first frame's codes
     with the runner's own code predictor and with OpenVINO's subcode graph, both with the INT4
     kernel (the talker's products, and so code 0, the same), agree in codes 0..14 — each row's
@@ -199,7 +183,8 @@ def test_the_runner_feeds_it_as_it_feeds_the_graph(converted_factory):
     model = LoadedModel(converted_factory("tiny", "custom_voice", "int4"), precision="auto", kv_precision="u8")
     firsts = {}
     for setting in ("native", "openvino"):
-        sched = Scheduler(model, EngineConfig(kv_blocks=48, int4_kernel=True, subcode_runtime=setting))
+        hooked(monkeypatch, talker_graph=True, subcode_graph=setting == "openvino")
+        sched = Scheduler(model, EngineConfig(kv_blocks=48))
         try:
             assert sched.runner.subcode_runtime.startswith("subcode_cpu" if setting == "native" else "openvino")
             streams = []
@@ -228,7 +213,7 @@ def test_the_runner_falls_back_to_the_graph_and_says_why(converted_factory, tmp_
     for model_dir, reason in ((converted_factory("tiny", "custom_voice", "fp16"), "not nncf"),
                               (old, "older version")):
         model = LoadedModel(model_dir, precision="auto", kv_precision="u8")
-        sched = Scheduler(model, EngineConfig(kv_blocks=32, subcode_runtime="native"))
+        sched = Scheduler(model, EngineConfig(kv_blocks=32, backend="native"))
         try:
             assert sched.runner.subcode_runtime.startswith("openvino (") and reason in sched.runner.subcode_runtime
             run_greedy_request(sched, model, 10)

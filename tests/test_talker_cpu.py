@@ -50,20 +50,20 @@ def sequence(xml: str, tokens: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 
 def whole(xml: str, embeds: np.ndarray) -> dict[str, np.ndarray]:
     """The graph's outputs for every row, one forward pass, INT4 products by the kernel."""
-    swapped, out = _native.infer_with_int4_kernel(xml, {
+    swapped, out = _native.testing.infer_with_int4_kernel(xml, {
         "inputs_embeds": embeds[None], "position_ids": np.arange(len(embeds))[None],
         "beam_idx": np.zeros(1, np.int32), "sample_rows": np.arange(len(embeds))})
     assert swapped > 0
     return out
 
 
-def talker(xml: str, u8: bool = False, threads: int = 2, isa: str = "") -> _native.TalkerCpu:
-    t = _native.TalkerCpu(xml, threads, u8, BLOCK, isa=isa)
+def talker(xml: str, u8: bool = False, threads: int = 2, isa: str = "") -> _native.testing.TalkerCpu:
+    t = _native.testing.TalkerCpu(xml, threads, u8, BLOCK, isa=isa)
     t.allocate(16)
     return t
 
 
-def stepped(t: _native.TalkerCpu, embeds: np.ndarray, prefill: int) -> tuple[np.ndarray, np.ndarray]:
+def stepped(t: _native.testing.TalkerCpu, embeds: np.ndarray, prefill: int) -> tuple[np.ndarray, np.ndarray]:
     """A prefill of `prefill` tokens (every row's outputs), then one decode step per token."""
     one = np.array([0, 1], np.int32)
     tables = np.array([0, len(TABLE)], np.int32)
@@ -147,22 +147,42 @@ def test_a_copied_block_carries_its_keys_and_values(xml):
         np.testing.assert_array_equal(x, y)
 
 
-def test_the_runner_uses_it_where_asked(converted_factory):
-    """auto: the runner's own talker unless the precision is f32 (OpenVINO's numbers there);
-    native: at f32 too. Requests run to their end either way, INT4 and INT8."""
+def test_the_backend_setting_chooses_it(converted_factory):
+    """engine.backend auto: the runner's own stacks unless the precision is f32 (OpenVINO's
+    numbers there); native: at f32 too; openvino: the graphs. The talker and the code predictor
+    follow one setting. Requests run to their end either way, INT4 and INT8."""
     for weights in ("int4", "int8"):
         model_dir = converted_factory("tiny", "custom_voice", weights)
-        for precision, setting, expected in (("auto", "auto", "talker_cpu"), ("f32", "auto", "openvino"),
-                                             ("f32", "native", "talker_cpu"), ("auto", "openvino", "openvino")):
+        for precision, backend, own in (("auto", "auto", True), ("f32", "auto", False), ("f32", "native", True),
+                                        ("auto", "openvino", False)):
             model = LoadedModel(model_dir, precision=precision, kv_precision="u8")
-            sched = Scheduler(model, EngineConfig(kv_blocks=32, talker_runtime=setting))
+            sched = Scheduler(model, EngineConfig(kv_blocks=32, backend=backend))
             try:
-                assert sched.runner.talker_runtime.startswith(expected), (weights, precision, setting)
-                assert sched.runner.rows_exact == (expected == "talker_cpu")  # a prefix may end anywhere
+                runner = sched.runner
+                assert runner.talker_runtime.startswith("talker_cpu" if own else "openvino"), (weights, precision)
+                assert runner.subcode_runtime.startswith("subcode_cpu" if own else "openvino"), (weights, precision)
+                assert "(" not in runner.talker_runtime  # nothing refused: no reason given
+                assert runner.rows_exact == own  # a prefix may end anywhere
                 codes = run_greedy_request(sched, model, 10)
                 assert codes.shape == (10, 16) and ((codes >= 0) & (codes < 2048)).all()
             finally:
                 sched.close()
+
+
+def test_retired_settings_name_their_replacement(tmp_path):
+    """The four switches engine.backend replaced are errors that name it, in config.yaml and
+    on the command line."""
+    from wyoming_qwen3tts.config import ConfigError, load_config
+    from wyoming_qwen3tts.server.app import parse_args
+
+    for key in ("runner", "int4_kernel", "talker_runtime", "subcode_runtime"):
+        path = tmp_path / f"{key}.yaml"
+        path.write_text(f"engine:\n  {key}: native\n")
+        with pytest.raises(ConfigError, match=f"engine.{key} was replaced by engine.backend"):
+            load_config(path)
+    with pytest.raises(SystemExit):
+        parse_args(["--runner", "python"])
+    assert parse_args(["--backend", "openvino", "--kernels", "avx2"]).backend == "openvino"
 
 
 def test_engine_kernels_names_the_copy_and_every_copy_gives_the_same_codes(converted_factory):
@@ -186,7 +206,7 @@ def test_engine_kernels_names_the_copy_and_every_copy_gives_the_same_codes(conve
         EngineConfig(kernels="sse2").validate()
     for kernels in ISAS:
         EngineConfig(kernels=kernels).validate()
-        EngineConfig(kernels=kernels, runner="python").validate()
+        EngineConfig(kernels=kernels, backend="python").validate()
     config = _native.RunnerConfig()
     config.kernels = "sse2"
     with pytest.raises(ValueError, match="unknown kernel instruction set"):
@@ -203,17 +223,26 @@ def test_a_copy_the_cpu_does_not_run_is_refused_at_start(monkeypatch):
     EngineConfig(kernels="avx2").validate()
 
 
-def test_the_runner_feeds_it_as_it_feeds_the_graph(converted_factory):
+def hooked(monkeypatch, **hooks) -> None:
+    """The runner the scheduler makes from now on: its OpenVINO graphs with the INT4 product
+    swapped in, and OpenVINO's graph for the stages `hooks` name (the test seam, TestHooks)."""
+    monkeypatch.setattr(native._native, "Runner", lambda config: _native.testing.runner(config, int4_op=True, **hooks))
+
+
+def test_the_runner_feeds_it_as_it_feeds_the_graph(converted_factory, monkeypatch):
     """Through the runner, three greedy requests stepped together with the prefix cache (its
     block copies included), f32 KV cache: every frame's codes with the runner's own talker and
-    with OpenVINO's paged talker graph, both with the INT4 kernel, are the same — the plan's
-    rows, positions, block tables and sampled rows reach it as they reach the graph."""
+    with OpenVINO's paged talker graph (the INT4 product swapped in, the code predictor the
+    runner's own in both) are the same — the plan's rows, positions, block tables and sampled
+    rows reach it as they reach the graph."""
     model = LoadedModel(converted_factory("tiny", "custom_voice", "int4"), precision="auto", kv_precision="f32")
     codes = {}
-    for setting in ("native", "openvino"):
-        sched = Scheduler(model, EngineConfig(kv_blocks=64, int4_kernel=True, talker_runtime=setting))
+    for graph in (False, True):
+        hooked(monkeypatch, talker_graph=graph)
+        sched = Scheduler(model, EngineConfig(kv_blocks=64))
         try:
-            assert sched.runner.talker_runtime.startswith("talker_cpu" if setting == "native" else "openvino")
+            assert sched.runner.talker_runtime.startswith("openvino" if graph else "talker_cpu")
+            assert sched.runner.subcode_runtime.startswith("subcode_cpu")
             streams = []
             for seed, text in enumerate(("Turn on the kitchen lights.", "Good night.", "It is sunny today.")):
                 params = SamplingParams.from_defaults(model.spec.generation, seed=seed, min_frames=1, do_sample=False,
@@ -223,11 +252,11 @@ def test_the_runner_feeds_it_as_it_feeds_the_graph(converted_factory):
                 if all(s.done for s in streams):
                     break
                 sched.tick()
-            codes[setting] = [s.result.codes for s in streams]
+            codes[graph] = [s.result.codes for s in streams]
         finally:
             sched.close()
-    for ours, graph in zip(codes["native"], codes["openvino"]):
-        np.testing.assert_array_equal(ours, graph)
+    for ours, graph_codes in zip(codes[False], codes[True]):
+        np.testing.assert_array_equal(ours, graph_codes)
 
 
 def test_the_runner_falls_back_to_the_graph_and_says_why(converted_factory, tmp_path):
@@ -240,7 +269,7 @@ def test_the_runner_falls_back_to_the_graph_and_says_why(converted_factory, tmp_
     for model_dir, reason in ((converted_factory("tiny", "custom_voice", "fp16"), "not nncf"),
                               (old, "older version")):
         model = LoadedModel(model_dir, precision="auto", kv_precision="u8")
-        sched = Scheduler(model, EngineConfig(kv_blocks=32, talker_runtime="native"))
+        sched = Scheduler(model, EngineConfig(kv_blocks=32, backend="native"))
         try:
             assert sched.runner.talker_runtime.startswith("openvino (") and reason in sched.runner.talker_runtime
             run_greedy_request(sched, model, 10)

@@ -20,7 +20,7 @@ from typing import Any, Union
 
 import yaml
 
-from .engine.config import EngineConfig
+from .engine.config import RETIRED, EngineConfig, retired
 from .engine.devices import KV_PRECISIONS, PRECISION_SETTINGS
 
 DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
@@ -225,7 +225,8 @@ _FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
     "precision": (("precision", "inference"),),
     "kv_precision": (("precision", "kv_cache"),),
     "max_batch": (("engine", "max_batch"),),
-    "runner": (("engine", "runner"),),
+    "backend": (("engine", "backend"),),
+    "kernels": (("engine", "kernels"),),
     "first_chunk": (("engine", "first_chunk"),),
     "steady_chunk": (("engine", "steady_chunk"),),
     "text_layout": (("engine", "text_layout"),),
@@ -279,6 +280,8 @@ def _build(cls: type, data: Any, path: str) -> Any:
     values: dict[str, Any] = {}
     for key, value in data.items():
         where = f"{path}.{key}" if path else str(key)
+        if key not in fields and cls is EngineConfig and key in RETIRED:
+            raise ConfigError(retired(str(key)))
         if key not in fields:
             close = difflib.get_close_matches(str(key), list(fields), n=1)
             raise ConfigError(f"{where}: unknown key" + (f" (did you mean {close[0]}?)" if close else ""))

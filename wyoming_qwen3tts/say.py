@@ -12,6 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
+from .backend_flags import add_backend_flags
 from .client import ClientError, synthesize
 from .clone.cloner import CloneError, Cloner
 from .engine.audio import SAMPLE_RATE, write_wav
@@ -71,7 +72,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--kv-precision", choices=KV_PRECISIONS, default="u8")
     parser.add_argument("--device", default="CPU")
     parser.add_argument("--threads", type=int, help="inference threads per graph (default: all cores)")
-    parser.add_argument("--runner", choices=("native", "python"), default="native", help="step loop")
+    add_backend_flags(parser, default="auto")
     parser.add_argument("-o", "--output", type=Path,
                         help="16-bit mono 24 kHz WAV (several texts: out-1.wav, out-2.wav, ...)")
     parser.add_argument("--save-codes", type=Path, help="the [frames, 16] codes (.npy), numbered like -o")
@@ -128,7 +129,7 @@ def local(args: argparse.Namespace) -> int:
     start = time.perf_counter()
     config = EngineConfig(max_batch=max(1, len(args.all_texts)), max_queue=max(1, len(args.all_texts)),
                           first_chunk=args.first_chunk, steady_chunk=args.steady_chunk, request_timeout=0,
-                          runner=args.runner)
+                          backend=args.backend, kernels=args.kernels)
     placement = Placement(args.device, precision=args.precision, kv_precision=args.kv_precision,
                           threads=args.threads)
     try:

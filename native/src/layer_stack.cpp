@@ -4,7 +4,7 @@
 #include <cmath>
 #include <stdexcept>
 
-#include "qwen3tts/int4_linear.hpp"
+#include "qwen3tts/int4_weights.hpp"
 
 namespace qwen3tts {
 

@@ -9,7 +9,7 @@
 
 #include <openvino/op/constant.hpp>
 
-#include "qwen3tts/int4_linear.hpp"
+#include "qwen3tts/int4_weights.hpp"
 
 namespace qwen3tts {
 
@@ -183,6 +183,10 @@ int64_t SubcodeCpu::sample(const float* logits, float temperature, int64_t top_k
   const float target = uniform * cumulative[width - 1];
   const int64_t pick = std::count_if(cumulative, cumulative + width, [&](float c) { return c <= target; });
   return w.order[std::min(pick, kept - 1)];
+}
+
+std::string SubcodeCpu::describe() const {
+  return std::string("subcode_cpu, ") + kernels().name + ", " + std::to_string(threads()) + " threads";
 }
 
 void SubcodeCpu::run(const SubcodeBatch& b, std::vector<float>* first_logits) {

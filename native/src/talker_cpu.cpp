@@ -29,9 +29,15 @@ void TalkerCpu::allocate(int64_t blocks) {
   blocks_ = blocks;
 }
 
-void TalkerCpu::copy_block(int32_t source, int32_t target) {
+std::string TalkerCpu::describe() const {
+  return std::string("talker_cpu, ") + kernels().name + ", " + (u8_ ? "u8" : "f32") + " cache, " +
+         std::to_string(threads()) + " threads";
+}
+
+void TalkerCpu::copy_blocks(const std::vector<int32_t>& pairs) {
   const int64_t bytes = block_bytes();
-  std::memcpy(cache_base_ + target * bytes, cache_base_ + source * bytes, static_cast<size_t>(bytes));
+  for (size_t i = 0; i + 1 < pairs.size(); i += 2)
+    std::memcpy(cache_base_ + pairs[i + 1] * bytes, cache_base_ + pairs[i] * bytes, static_cast<size_t>(bytes));
 }
 
 void TalkerCpu::store(const float* x, uint8_t* row) const {

@@ -7,8 +7,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-RUNNERS = ("native", "python")
-RUNTIMES = ("auto", "native", "openvino")
+BACKENDS = ("auto", "native", "openvino", "python")
 KERNELS = ("auto", "avx512_vnni", "avx_vnni", "avx2")  # native/include/qwen3tts/kernels.hpp, fastest first
 TEXT_LAYOUTS = ("auto", "streaming", "non_streaming")
 
@@ -29,18 +28,13 @@ class EngineConfig:
     request_timeout: float = 300.0  # seconds from submit to the last frame; 0 = none
     first_chunk: int = 1  # frames in a stream's first codec call: first audio after one frame
     steady_chunk: int = 8  # frames per codec call after that (fewer, larger calls)
-    runner: str = "native"  # the step loop: native (C++) or python (the reference, for debugging)
-    # native runner: INT4 weights of the CPU graphs multiplied by its own kernel (true), by
-    # OpenVINO's (false), or None (auto): its own for an f32 talker unless the precision setting is
-    # f32 (OpenVINO's numbers)
-    int4_kernel: bool | None = None
-    # native runner: who runs the code predictor on a CPU — its own threads and kernels (native),
-    # OpenVINO's subcode graph, or auto: native unless the precision is f32 (OpenVINO's numbers)
-    subcode_runtime: str = "auto"
-    # native runner: who runs the talker on a CPU — its own threads and kernels over its own KV
-    # cache (native), OpenVINO's paged talker graph, or auto: native unless the precision is f32
-    talker_runtime: str = "auto"
-    # native runner: the instruction set of its own kernels — auto (the fastest the CPU runs) or a
+    # who runs the talker and the code predictor (docs/ARCHITECTURE.md, "Back ends"): auto = the
+    # native runner's own layer stacks on a CPU unless the precision is f32 (OpenVINO's numbers),
+    # OpenVINO's graphs elsewhere; native = its own stacks wherever the device, CPU and conversion
+    # allow; openvino = OpenVINO's graphs, stepped by the native runner; python = OpenVINO's graphs
+    # stepped by the Python reference loop (engine/runner.py, for debugging)
+    backend: str = "auto"
+    # the instruction set of the runner's own kernels — auto (the fastest the CPU runs) or a
     # smaller one, to measure what a smaller CPU's copy does here (docs/OPENVINO.md §10)
     kernels: str = "auto"
     # where a request's text goes in its prompt (docs/MODEL.md §5.3): auto = the official wrappers'
@@ -66,14 +60,11 @@ class EngineConfig:
             raise ValueError(f"engine.kv_blocks must be >= 1, got {self.kv_blocks!r}")
         if self.frames_per_token <= 0 or self.min_frames < 0:
             raise ValueError("engine.frames_per_token must be > 0 and engine.min_frames >= 0")
-        if self.runner not in RUNNERS:
-            raise ValueError(f"engine.runner: {self.runner!r} is not one of {', '.join(RUNNERS)}")
-        for name in ("subcode_runtime", "talker_runtime"):
-            if getattr(self, name) not in RUNTIMES:
-                raise ValueError(f"engine.{name}: {getattr(self, name)!r} is not one of {', '.join(RUNTIMES)}")
+        if self.backend not in BACKENDS:
+            raise ValueError(f"engine.backend: {self.backend!r} is not one of {', '.join(BACKENDS)}")
         if self.kernels not in KERNELS:
             raise ValueError(f"engine.kernels: {self.kernels!r} is not one of {', '.join(KERNELS)}")
-        if self.kernels != "auto" and self.runner == "native":
+        if self.kernels != "auto" and self.native_runner:
             from .native import kernel_isas  # the extension, only when a copy is named
 
             runs = kernel_isas()
@@ -85,27 +76,34 @@ class EngineConfig:
         if self.request_timeout < 0:
             raise ValueError(f"engine.request_timeout must be >= 0, got {self.request_timeout!r}")
 
-    def native_int4(self, precision: str, talker_precision: str) -> bool:
-        """Whether the native runner should multiply INT4 weights with its own kernel, for a model
-        loaded with this precision setting whose talker computes in `talker_precision` (auto:
-        only an f32 talker, the kernel's own precision, and not the exact path; the runner still
-        leaves them to OpenVINO where the CPU runs none of its kernels' instruction sets)."""
-        auto = precision != "f32" and talker_precision == "f32"
-        return self.runner == "native" and (self.int4_kernel if self.int4_kernel is not None else auto)
+    @property
+    def native_runner(self) -> bool:
+        """The C++ step loop (engine/native.py) rather than the Python reference."""
+        return self.backend != "python"
 
-    def native_subcode(self, precision: str) -> bool:
-        """Whether the native runner should run the code predictor itself, for a model loaded
-        with this precision setting (it still falls back to OpenVINO's graph where the CPU or
-        the conversion do not allow it)."""
-        return self._native(self.subcode_runtime, precision)
-
-    def native_talker(self, precision: str) -> bool:
-        """The same for the talker."""
-        return self._native(self.talker_runtime, precision)
-
-    def _native(self, runtime: str, precision: str) -> bool:
-        return self.runner == "native" and (runtime == "native" or (runtime == "auto" and precision != "f32"))
+    def own_stacks(self, precision: str) -> bool:
+        """Whether the native runner should run the talker and code predictor with its own
+        layer stacks, for a model loaded with this precision setting (it still runs OpenVINO's
+        graphs where the device, the CPU or the conversion do not allow its own, and says why)."""
+        return self.backend == "native" or (self.backend == "auto" and precision != "f32")
 
     def frame_cap(self, text_tokens: int) -> int:
         """Most frames a request with this many text tokens may generate (runaway guard)."""
         return min(self.max_frames, self.min_frames + int(self.frames_per_token * text_tokens))
+
+
+# Settings that engine.backend replaced (five switches became it and engine.kernels): an old key
+# or flag is an error that names it, never silently ignored. The value says what became of each.
+RETIRED = {
+    "runner": "its python is backend: python",
+    "int4_kernel": "the runner's own stacks multiply INT4 weights themselves; OpenVINO's graphs use OpenVINO's "
+                   "products",
+    "talker_runtime": "one setting for the talker and the code predictor",
+    "subcode_runtime": "one setting for the talker and the code predictor",
+}
+
+
+def retired(name: str, flag: bool = False) -> str:
+    """The error for an old setting (`flag`: as a command-line flag)."""
+    old, new = (f"--{name.replace('_', '-')}", "--backend") if flag else (f"engine.{name}", "engine.backend")
+    return f"{old} was replaced by {new} ({', '.join(BACKENDS)}): {RETIRED[name]}"

@@ -45,18 +45,16 @@ def _properties(config: dict) -> dict[str, str]:
 class NativeRunner:
     """engine/step.py's Runner over the C++ one."""
 
-    def __init__(self, model: LoadedModel, schedule: ChunkSchedule, int4_kernel: bool = False,
-                 native_subcode: bool = False, native_talker: bool = False, kernels: str = "auto") -> None:
-        """int4_kernel: multiply INT4 weights of CPU graphs with the runner's own kernel
-        (native/include/qwen3tts/int4_linear.hpp) where the CPU runs it; else OpenVINO's.
-        native_subcode: run the code predictor with the runner's own threads and kernels
-        (native/include/qwen3tts/subcode_cpu.hpp) where the CPU and the conversion allow.
-        native_talker: the same for the talker (native/include/qwen3tts/talker_cpu.hpp), over
-        the runner's own KV cache (f32 where the KV precision is f32, else u8).
+    def __init__(self, model: LoadedModel, schedule: ChunkSchedule, own_stacks: bool = False,
+                 kernels: str = "auto") -> None:
+        """own_stacks: run the talker and the code predictor with the runner's own threads and
+        kernels (native/include/qwen3tts/talker_cpu.hpp, subcode_cpu.hpp) where the device, the
+        CPU and the conversion allow, the talker over its own KV cache (f32 where the KV
+        precision is f32, else u8); OpenVINO's graphs elsewhere. Which runs is logged.
         kernels: the instruction set of its own kernels (engine.kernels; auto: the fastest)."""
         if _IMPORT_ERROR is not None:
             raise RuntimeError(f"the native runner is not built ({_IMPORT_ERROR}); reinstall with `pip install .`, "
-                               f"or set engine.runner: python")
+                               f"or set engine.backend: python")
         spec = model.spec
         c = _native.RunnerConfig()
         c.talker_xml, c.subcode_xml = str(model.dir / "talker.xml"), str(model.dir / "subcode.xml")
@@ -71,14 +69,11 @@ class NativeRunner:
         c.num_layers = spec.talker.stack.num_layers
         c.first_chunk, c.steady_chunk, c.offline = schedule.first, schedule.steady, schedule.offline
         c.eos, c.suppress_from, c.groups = spec.codec_ids.eos, suppress_from(spec.talker.vocab_size), GROUPS
-        c.primed_states, c.int4_linear, c.subcode_cpu = PRIMED_STATES, int4_kernel, native_subcode
-        c.talker_cpu, c.talker_u8_cache = native_talker, model.kv_precision != "f32"
+        c.primed_states, c.own_stacks = PRIMED_STATES, own_stacks
+        c.talker_u8_cache = model.kv_precision != "f32"
         c.kernels = "" if kernels == "auto" else kernels
         self._runner = _native.Runner(c)
-        if native_talker:
-            log.info("talker: %s", self._runner.talker_runtime)
-        if native_subcode:
-            log.info("code predictor: %s", self._runner.subcode_runtime)
+        log.info("talker: %s; code predictor: %s", self._runner.talker_runtime, self._runner.subcode_runtime)
         self._sampling = operator.attrgetter(*_native.SAMPLING_FIELDS)  # a row of forward's sampling matrix
         self.model, self.schedule = model, schedule
         self.can_copy_blocks = prefix_cache_supported(model.devices["talker"])
@@ -93,14 +88,9 @@ class NativeRunner:
         return self._runner.kv_block_bytes
 
     @property
-    def int4_products(self) -> int:
-        """Products of the talker and subcode that run the runner's INT4 kernel (0: OpenVINO's)."""
-        return self._runner.int4_products
-
-    @property
     def subcode_runtime(self) -> str:
-        """Who runs the code predictor: "subcode_cpu, N threads" (the runner's own) or
-        "openvino", with the reason when the runner's own was asked for and not possible."""
+        """Who runs the code predictor: "subcode_cpu, …" (the runner's own) or "openvino",
+        with the reason when the runner's own was asked for and not possible."""
         return self._runner.subcode_runtime
 
     @property

@@ -98,19 +98,10 @@ class _Request:
 def open_batch(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule) -> Batch:
     """The runner the config asks for (the native executor, or the Python reference) under a
     batch with the config's KV pool."""
-    if config.int4_kernel and config.runner != "native":
-        log.warning("int4_kernel is a native runner feature: the %s runner uses OpenVINO's products", config.runner)
-    for name in ("subcode_runtime", "talker_runtime"):
-        if getattr(config, name) == "native" and config.runner != "native":
-            log.warning("%s native is a native runner feature: the %s runner uses OpenVINO's graph", name,
-                        config.runner)
-    if config.kernels != "auto" and config.runner != "native":
-        log.warning("kernels is a native runner setting: the %s runner uses OpenVINO's", config.runner)
-    runner: Runner = (NativeRunner(model, schedule, config.native_int4(model.precision, model.precisions["talker"]),
-                                   config.native_subcode(model.precision), config.native_talker(model.precision),
-                                   config.kernels)
-                      if config.runner == "native"
-                      else PythonRunner(model, schedule))
+    runner: Runner = (NativeRunner(model, schedule, config.own_stacks(model.precision), config.kernels)
+                      if config.native_runner else PythonRunner(model, schedule))
+    if config.kernels != "auto" and not config.native_runner:
+        log.warning("engine.kernels is the native runner's: the python backend runs OpenVINO's graphs")
     num_blocks = config.kv_blocks or max(1, config.kv_cache_mb * 2**20 // runner.kv_block_bytes)
     lead = None
     if config.codec_lead and runner.can_pace and not schedule.offline:
@@ -152,10 +143,10 @@ class Scheduler:
         self._window = MetricsWindow()
         self._idle = True  # no request running or waiting, as of the last tick
         self._metrics = self._snapshot()
-        log.info("engine (%s runner): %d KV blocks of %d tokens (%.0f MB), batch %d, queue %d, prefix cache %s, "
-                 "INT4 kernel in %d products", config.runner, self.batch.pool.num_blocks, self.runner.block_size,
+        log.info("engine (%s backend): %d KV blocks of %d tokens (%.0f MB), batch %d, queue %d, prefix cache %s",
+                 config.backend, self.batch.pool.num_blocks, self.runner.block_size,
                  self.batch.pool.num_blocks * self.runner.kv_block_bytes / 2**20, config.max_batch, config.max_queue,
-                 "on" if self.batch.prefix_cache else "off", getattr(self.runner, "int4_products", 0))
+                 "on" if self.batch.prefix_cache else "off")
 
     # --- any thread ---
     def submit(self, voice: VoiceRequest, params: SamplingParams | None = None, *, max_frames: int | None = None,

@@ -20,6 +20,7 @@ from wyoming.event import async_get_stdin, async_get_stdout
 from wyoming.server import AsyncServer
 
 from .. import __version__
+from ..backend_flags import add_backend_flags
 from ..config import OVERRIDES, TEXT_FEEDING, WEIGHT_FORMATS, ConfigError, ServerConfig, apply_overrides, load_config
 from ..engine.config import TEXT_LAYOUTS
 from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISION_SETTINGS, describe_devices
@@ -57,7 +58,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "device's fastest native one; f32: exact)")
     parser.add_argument("--kv-precision", choices=KV_PRECISIONS)
     parser.add_argument("--max-batch", type=int, help="requests generated together")
-    parser.add_argument("--runner", choices=("native", "python"), help="step loop (default native)")
+    add_backend_flags(parser)
     parser.add_argument("--greedy", action="store_true", default=None, help="greedy decoding (deterministic)")
     parser.add_argument("--seed", type=int, help="seed for sampling")
     parser.add_argument("--first-chunk", type=int, help="frames in a stream's first codec call")

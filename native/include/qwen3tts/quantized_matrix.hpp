@@ -1,7 +1,7 @@
 // Weight matrices multiplied with int8 activations by byte dot products, the runner's own
 // products (docs/OPENVINO.md §10): the activations are quantized to int8 per group of inputs
 // (as the CPU plugin's dynamic quantization does), the weights stay as nncf stored them (INT4
-// group-wise, int4_linear.hpp, or INT8 per row, here), repacked for the kernels of one
+// group-wise, int4_weights.hpp, or INT8 per row, here), repacked for the kernels of one
 // instruction set (kernels.hpp). A product can be split by output blocks over the members of
 // a ThreadTeam.
 #pragma once

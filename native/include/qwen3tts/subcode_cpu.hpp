@@ -18,25 +18,11 @@
 #include <openvino/core/model.hpp>
 
 #include "qwen3tts/layer_stack.hpp"
+#include "qwen3tts/subcode_executor.hpp"
 
 namespace qwen3tts {
 
-// The subcode graph's inputs and outputs for k rows, as plain arrays (convert/subcode.py's
-// INPUTS and OUTPUTS): hidden [k × talker hidden], code0 [k], temperature/top_k/top_p [k],
-// uniform [k × steps] in; codes [k × steps], frame embedding [k × talker hidden] out.
-struct SubcodeBatch {
-  int64_t rows = 0;
-  const float* hidden = nullptr;
-  const int64_t* code0 = nullptr;
-  const float* temperature = nullptr;
-  const int64_t* top_k = nullptr;
-  const float* top_p = nullptr;
-  const float* uniform = nullptr;
-  int64_t* codes = nullptr;
-  float* embedding = nullptr;
-};
-
-class SubcodeCpu {
+class SubcodeCpu : public SubcodeExecutor {
  public:
   // From the subcode graph's weights, found by the names convert/subcode.py gives them, and
   // its rt_info. Throws std::invalid_argument if the graph has no such names (converted by
@@ -46,14 +32,16 @@ class SubcodeCpu {
   // its products and dot products (any gives the same numbers).
   SubcodeCpu(const ov::Model& model, std::shared_ptr<ThreadTeam> team, const Kernels& kernels = best_kernels());
 
-  int64_t steps() const { return static_cast<int64_t>(heads_.size()); }
-  int64_t talker_hidden() const { return talker_hidden_; }
+  int64_t steps() const override { return static_cast<int64_t>(heads_.size()); }
+  int64_t talker_hidden() const override { return talker_hidden_; }
+  std::string describe() const override;
   int64_t vocab() const { return vocab_; }
   int threads() const { return team_->size(); }
   const Kernels& kernels() const { return stack_.kernels; }
   // One call of the graph; throws std::invalid_argument for a code0 outside the talker's
   // codec table. first_logits (tests): the first step's logits [rows × vocab], if given.
-  void run(const SubcodeBatch& batch, std::vector<float>* first_logits = nullptr);
+  void run(const SubcodeBatch& batch, std::vector<float>* first_logits);
+  void run(const SubcodeBatch& batch) override { run(batch, nullptr); }
 
  private:
   // Everything a call touches besides the stack's buffers, sized by prepare().

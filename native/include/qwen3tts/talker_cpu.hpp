@@ -17,30 +17,18 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include <openvino/core/model.hpp>
 #include <openvino/runtime/tensor.hpp>
 
 #include "qwen3tts/layer_stack.hpp"
+#include "qwen3tts/talker_executor.hpp"
 
 namespace qwen3tts {
 
-// One talker call's inputs (the paged graph's, step_plan.hpp) and outputs, as plain arrays.
-struct TalkerCall {
-  int64_t rows = 0, sequences = 0, samples = 0;
-  const float* embeds = nullptr;           // [rows × hidden], sequence after sequence
-  const int64_t* positions = nullptr;      // [rows] RoPE positions
-  const int32_t* past_lens = nullptr;      // [sequences] tokens in the cache already
-  const int32_t* begins = nullptr;         // [sequences + 1] where each sequence's rows begin
-  const int32_t* block_indices = nullptr;  // every sequence's block table, one after another
-  const int32_t* block_begins = nullptr;   // [sequences + 1] where each table begins
-  const int64_t* sample_rows = nullptr;    // [samples] rows whose outputs are wanted
-  float* logits = nullptr;                 // [samples × vocab]
-  float* hidden = nullptr;                 // [samples × hidden], after the final norm
-};
-
-class TalkerCpu {
+class TalkerCpu : public TalkerExecutor {
  public:
   // From the talker graph's weights, found by the names convert/talker.py gives them, and its
   // rt_info. Throws std::invalid_argument as NamedWeights does (the runner then compiles the
@@ -48,23 +36,22 @@ class TalkerCpu {
   TalkerCpu(const ov::Model& model, std::shared_ptr<ThreadTeam> team, bool u8_cache, int64_t block_size,
             const Kernels& kernels = best_kernels());
 
-  int64_t hidden() const { return stack_.hidden; }
-  int64_t vocab() const { return head_->rows(); }
-  int64_t block_size() const { return block_size_; }
+  int64_t hidden() const override { return stack_.hidden; }
+  int64_t vocab() const override { return head_->rows(); }
+  int64_t block_size() const override { return block_size_; }
   int64_t layers() const { return static_cast<int64_t>(stack_.layers.size()); }
-  // Bytes of one block: every layer's keys and values.
-  int64_t block_bytes() const { return layers() * 2 * stack_.kv_heads * block_size_ * row_bytes_; }
+  int64_t block_bytes() const override { return layers() * 2 * stack_.kv_heads * block_size_ * row_bytes_; }
+  // A row is computed alike however a call splits the rows: one order of sums per row.
+  bool rows_exact() const override { return true; }
+  std::string describe() const override;
   int threads() const { return team_->size(); }
   const Kernels& kernels() const { return stack_.kernels; }
 
-  // The cache of `blocks` blocks (allocated, not touched: a block's pages become resident when a
-  // sequence first writes it). Replaces any earlier one.
-  void allocate(int64_t blocks);
-  int64_t blocks() const { return blocks_; }
-  // Copies block `source` to `target` (every layer's keys and values).
-  void copy_block(int32_t source, int32_t target);
-  // One call. The caller checks the arrays against each other and the cache (Runner::check).
-  void run(const TalkerCall& call);
+  // Replaces any earlier cache.
+  void allocate(int64_t blocks) override;
+  int64_t blocks() const override { return blocks_; }
+  void copy_blocks(const std::vector<int32_t>& pairs) override;
+  void run(const TalkerCall& call) override;
 
  private:
   // The cache row of (block, layer, keys 0 / values 1, kv head, slot).

@@ -1,77 +1,16 @@
-#include "qwen3tts/int4_linear.hpp"
+#include "testing/int4_linear_op.hpp"
 
-#include <algorithm>
-#include <cstring>
 #include <map>
-#include <stdexcept>
 
 #include <openvino/core/graph_util.hpp>
 #include <openvino/core/rt_info.hpp>
+#include <openvino/op/constant.hpp>
 #include <openvino/op/convert.hpp>
 #include <openvino/op/matmul.hpp>
 #include <openvino/op/multiply.hpp>
 #include <openvino/op/reshape.hpp>
-#include <tbb/blocked_range.h>
-#include <tbb/parallel_for.h>
-#include <tbb/partitioner.h>
 
-namespace qwen3tts {
-
-Int4Weights::Int4Weights(const ov::op::v0::Constant& q, const ov::op::v0::Constant& scale, const Kernels& kernels)
-    : QuantizedMatrix(kernels) {
-  const ov::Shape& shape = q.get_shape();
-  if (q.get_element_type() != ov::element::i4 || shape.size() != 3)
-    throw std::invalid_argument("Int4Weights: expected i4 weights [N, groups, group]");
-  rows_ = static_cast<int64_t>(shape[0]);
-  group_ = static_cast<int64_t>(shape[2]);
-  cols_ = static_cast<int64_t>(shape[1]) * group_;
-  if (rows_ % kBlockRows != 0 || group_ % 16 != 0)  // 16 is a multiple of kInt4LineInputs
-    throw std::invalid_argument("Int4Weights: rows must be a multiple of 16 and the group of 16");
-  const std::vector<float> s = scale.cast_vector<float>();
-  const int64_t groups = cols_ / group_;
-  if (static_cast<int64_t>(s.size()) != rows_ * groups)
-    throw std::invalid_argument("Int4Weights: expected one scale per row and group");
-  const auto* packed = static_cast<const uint8_t*>(q.get_data_ptr());
-  auto nibble = [&](int64_t n, int64_t k) {  // q + 8, unsigned (i4 is two's complement, low nibble first)
-    const int64_t i = n * cols_ + k;
-    return static_cast<uint8_t>(((packed[i / 2] >> (4 * (i % 2))) & 0x0F) ^ 0x08);
-  };
-  nibbles_.resize(static_cast<size_t>(rows_ * cols_ / 2));
-  scales_.resize(static_cast<size_t>(rows_ * groups));
-  for (int64_t block = 0; block < rows_ / kBlockRows; ++block) {
-    uint8_t* out = nibbles_.data() + block * (cols_ / 2) * kBlockRows;
-    for (int64_t line = 0; line < cols_ / kInt4LineInputs; ++line)
-      for (int64_t lane = 0; lane < kBlockRows; ++lane)
-        for (int64_t i = 0; i < 4; ++i) {
-          const int64_t n = block * kBlockRows + lane, k = line * kInt4LineInputs + i;
-          out[line * 64 + lane * 4 + i] = static_cast<uint8_t>(nibble(n, k) | (nibble(n, k + 4) << 4));
-        }
-    for (int64_t g = 0; g < groups; ++g)
-      for (int64_t lane = 0; lane < kBlockRows; ++lane)
-        scales_[(block * groups + g) * kBlockRows + lane] = s[(block * kBlockRows + lane) * groups + g];
-  }
-}
-
-void Int4Weights::multiply_part(const QuantizedRows& x, float* y, int part, int parts) const {
-  const int64_t blocks = rows_ / kBlockRows, pairs = (blocks + 1) / 2;
-  multiply_pairs(x, y, pairs * part / parts, pairs * (part + 1) / parts);
-}
-
-void Int4Weights::multiply_pairs(const QuantizedRows& x, float* y, int64_t begin, int64_t end) const {
-  const int64_t blocks = rows_ / kBlockRows;
-  kernels_->int4_blocks(nibbles_.data(), scales_.data(), x, 2 * begin, std::min(2 * end, blocks), rows_, y);
-}
-
-void Int4Weights::multiply(const float* x, int64_t m, float* y) const {
-  QuantizedRows q;
-  quantize_rows(*kernels_, x, m, cols_, group_, q);
-  const int64_t pairs = (rows_ / kBlockRows + 1) / 2;
-  // One range per thread (static): a call is ~20-150 µs, so the partitioner's own tasks
-  // and stealing would cost a noticeable share of it.
-  tbb::parallel_for(tbb::blocked_range<int64_t>(0, pairs), [&](const tbb::blocked_range<int64_t>& range) {
-    multiply_pairs(q, y, range.begin(), range.end());
-  }, tbb::static_partitioner());
-}
+namespace qwen3tts::testing {
 
 Int4Linear::Int4Linear(const ov::Output<ov::Node>& x, std::shared_ptr<const Int4Weights> weights)
     : Op({x}), weights_(std::move(weights)) {
@@ -104,7 +43,11 @@ bool Int4Linear::evaluate(ov::TensorVector& outputs, const ov::TensorVector& inp
   const int64_t m = static_cast<int64_t>(ov::shape_size(shape)) / weights_->cols();
   shape.back() = static_cast<size_t>(weights_->rows());
   outputs[0].set_shape(shape);
-  if (m > 0) weights_->multiply(inputs[0].data<const float>(), m, outputs[0].data<float>());
+  if (m > 0) {
+    QuantizedRows q;
+    quantize_rows(weights_->kernels(), inputs[0].data<const float>(), m, weights_->cols(), weights_->group(), q);
+    weights_->multiply_part(q, outputs[0].data<float>(), 0, 1);
+  }
   return true;
 }
 
@@ -141,4 +84,4 @@ int use_int4_linear(const std::shared_ptr<ov::Model>& model, const Kernels& kern
   return replaced;
 }
 
-}  // namespace qwen3tts
+}  // namespace qwen3tts::testing
