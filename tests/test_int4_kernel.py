@@ -1,9 +1,9 @@
 """The native runner's INT4 product (native/include/qwen3tts/int4_weights.hpp): its numbers
 against an integer reference in numpy and against OpenVINO's exact products, product by product
 and whole graphs (the test-only op of native/src/testing/ swapped into the converted graphs).
-The kernels exist per instruction set (kernels.hpp): every test of numbers runs each one this CPU has, and they must agree to the
-bit. Every x86-64 CI host has AVX2 (the N100 class too); Xeons and Zen 4 add AVX-512 VNNI, Intel's
-CPUs since Alder Lake (and Zen 5) AVX-VNNI."""
+The kernels exist per instruction set (kernels.hpp): every test of numbers runs each one this
+CPU has, and they must agree to the bit. Every x86-64 CI host has AVX2 (the N100 class too);
+Xeons and Zen 4 add AVX-512 VNNI, Intel's CPUs since Alder Lake (and Zen 5) AVX-VNNI."""
 from __future__ import annotations
 
 from dataclasses import replace

@@ -25,6 +25,7 @@ from typing import Any
 
 import openvino as ov
 
+from ..hub import import_hub
 from ..model import manifest as mf
 from ..model.checkpoint import Checkpoint
 from .codec import build_codec_decoder
@@ -104,7 +105,7 @@ def resolve_source(src: str | Path, revision: str | None) -> tuple[Path, dict[st
         raise ConvertError(f"{src} is neither a checkpoint directory nor a hub repo id "
                            f"(like Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice)")
     try:
-        from huggingface_hub import snapshot_download
+        snapshot_download = import_hub().snapshot_download
         from huggingface_hub.utils import (
             GatedRepoError,
             LocalEntryNotFoundError,

@@ -20,6 +20,7 @@ from ..engine.open import Placement, open_engine
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
 from ..engine.stream import EngineError
+from ..hub import import_hub
 from ..model.spec import ConfigError as SpecError
 from ..model.spec import VoiceSpec, parse_voice_spec
 from .models import ModelSourceError, conversion_dir, prepare_model
@@ -43,7 +44,7 @@ def phase(what: str) -> Iterator[None]:
 def download_config(repo: str, revision: str | None) -> Path:
     """A hub checkpoint's config.json alone (from the Hugging Face cache when it is there)."""
     try:
-        from huggingface_hub import hf_hub_download
+        hf_hub_download = import_hub().hf_hub_download
     except ImportError:
         raise ModelSourceError(f"downloading {repo} needs huggingface_hub: "
                                f"pip install 'wyoming-qwen3tts[convert]'") from None

@@ -1,0 +1,19 @@
+"""huggingface_hub, imported where it is first needed (it comes with the convert extra), its
+records going through the application's logging only. At import the library attaches a stderr
+handler of its own to its logger, which also propagates to ours: each of its warnings (offline,
+one per retry) would be printed twice."""
+from __future__ import annotations
+
+import logging
+from types import ModuleType
+
+
+def import_hub() -> ModuleType:
+    """The huggingface_hub module (ImportError without it), its own handler removed."""
+    import huggingface_hub
+    import huggingface_hub.utils.logging  # attaches the handler (the package imports its parts lazily)
+
+    hub_log = logging.getLogger("huggingface_hub")
+    for handler in list(hub_log.handlers):
+        hub_log.removeHandler(handler)
+    return huggingface_hub
