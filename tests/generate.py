@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from wyoming_qwen3tts.engine.batch import Batch
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
-from wyoming_qwen3tts.engine.runner import ChunkSchedule, PythonRunner
+from wyoming_qwen3tts.engine.runner import PythonRunner
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.sequence import Sequence
+from wyoming_qwen3tts.engine.step import ChunkSchedule
 from wyoming_qwen3tts.model.embed import PromptEmbeds
 
 

@@ -13,10 +13,10 @@ from wyoming_qwen3tts.convert.ops import Weights
 from wyoming_qwen3tts.engine.config import EngineConfig
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.pacing import Pacer
-from wyoming_qwen3tts.engine.runner import ChunkSchedule
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler, open_batch
 from wyoming_qwen3tts.engine.sequence import Sequence
+from wyoming_qwen3tts.engine.step import ChunkSchedule
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
 from wyoming_qwen3tts.model.manifest import LEAD_GRAPH, LEAD_SAMPLES
 from wyoming_qwen3tts.model.prompt import VoiceRequest

@@ -119,8 +119,8 @@ def test_voice_prefix_from_the_cache(models, runner):
     from its cached instruct, role and codec prefix, and still give the official codes, in
     both layouts (the streaming one feeds a single text position after the prefix)."""
     from wyoming_qwen3tts.engine.config import EngineConfig
-    from wyoming_qwen3tts.engine.runner import ChunkSchedule
     from wyoming_qwen3tts.engine.scheduler import Scheduler
+    from wyoming_qwen3tts.engine.step import ChunkSchedule
 
     official, model = models("tiny-1.7b", "custom_voice")
     sched = Scheduler(model, EngineConfig(kv_blocks=64, backend=runner), schedule=ChunkSchedule(offline=True))

@@ -19,7 +19,7 @@ from wyoming_qwen3tts.engine.devices import (
     resolve_precisions,
 )
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
-from wyoming_qwen3tts.engine.runner import ChunkSchedule
+from wyoming_qwen3tts.engine.step import ChunkSchedule
 from wyoming_qwen3tts.model.manifest import FORMAT_VERSION, MANIFEST, read_converted
 from wyoming_qwen3tts.server import models
 from wyoming_qwen3tts.server.models import ModelSourceError, conversion_dir, prepare_model

@@ -9,8 +9,9 @@ from wyoming_qwen3tts.convert.pipeline import convert
 from wyoming_qwen3tts.engine.batch import Batch
 from wyoming_qwen3tts.engine.blocks import BlockPool
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
-from wyoming_qwen3tts.engine.runner import ChunkSchedule, PythonRunner
+from wyoming_qwen3tts.engine.runner import PythonRunner
 from wyoming_qwen3tts.engine.sampling import SamplingParams, process_talker_logits, sample_row
+from wyoming_qwen3tts.engine.step import ChunkSchedule
 from wyoming_qwen3tts.model.prompt import PromptError, VoiceRequest
 
 

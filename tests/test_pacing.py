@@ -9,9 +9,9 @@ import pytest
 from wyoming_qwen3tts.engine.config import EngineConfig
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.pacing import HEADROOM, MARGIN_S, WINDOW, Pacer
-from wyoming_qwen3tts.engine.runner import ChunkSchedule, short_chunks_carry_on
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import open_batch
+from wyoming_qwen3tts.engine.step import ChunkSchedule, short_chunks_carry_on
 from wyoming_qwen3tts.model.prompt import VoiceRequest
 
 FRAME_S = 0.08

@@ -14,9 +14,9 @@ import pytest
 from wyoming_qwen3tts.engine.blocks import BlockPool
 from wyoming_qwen3tts.engine.config import EngineConfig
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
-from wyoming_qwen3tts.engine.runner import ChunkSchedule
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler, open_batch
+from wyoming_qwen3tts.engine.step import ChunkSchedule
 from wyoming_qwen3tts.model.prompt import VoiceRequest
 
 RUNNERS = ("python", "auto")

@@ -8,8 +8,8 @@ from signals import read_wav
 
 from wyoming_qwen3tts.convert.pipeline import convert
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
-from wyoming_qwen3tts.engine.runner import ChunkSchedule
 from wyoming_qwen3tts.engine.sampling import SamplingParams
+from wyoming_qwen3tts.engine.step import ChunkSchedule
 from wyoming_qwen3tts.model.prompt import VoiceRequest
 from wyoming_qwen3tts.say import main as say
 

@@ -11,7 +11,6 @@ from types import ModuleType
 def import_hub() -> ModuleType:
     """The huggingface_hub module (ImportError without it), its own handler removed."""
     import huggingface_hub
-    import huggingface_hub.utils.logging  # attaches the handler (the package imports its parts lazily)
 
     hub_log = logging.getLogger("huggingface_hub")
     for handler in list(hub_log.handlers):

@@ -37,10 +37,9 @@ from .blocks import BlockPool
 from .codec_lead import CodecLead
 from .loaded_model import LoadedModel
 from .pacing import Pacer
-from .runner import ChunkSchedule
 from .sampling import SamplingParams
 from .sequence import Draws, Sequence
-from .step import CodecChunk, Runner, Sampling, StepOutput, StepPlan, StepTimes
+from .step import ChunkSchedule, CodecChunk, Runner, Sampling, StepOutput, StepPlan, StepTimes
 
 
 class Batch:

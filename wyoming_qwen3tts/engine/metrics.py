@@ -7,7 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .runner import StepTimes
+from .step import StepTimes
 from .stream import StreamResult
 
 WINDOW_S = 10.0  # frames/s is measured over this much recent time

@@ -17,9 +17,18 @@ import operator
 import numpy as np
 
 from .loaded_model import LoadedModel
-from .runner import PRIMED_STATES, ChunkSchedule, prefix_cache_supported, short_chunks_carry_on
 from .sampling import suppress_from
-from .step import GROUPS, CodecChunk, StepOutput, StepPlan, StepTimes
+from .step import (
+    GROUPS,
+    PRIMED_STATES,
+    ChunkSchedule,
+    CodecChunk,
+    StepOutput,
+    StepPlan,
+    StepTimes,
+    prefix_cache_supported,
+    short_chunks_carry_on,
+)
 
 try:
     from .. import _native

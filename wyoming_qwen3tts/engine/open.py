@@ -8,9 +8,9 @@ from pathlib import Path
 
 from .config import EngineConfig
 from .loaded_model import LoadedModel
-from .runner import ChunkSchedule
 from .sampling import SamplingParams
 from .scheduler import Scheduler
+from .step import ChunkSchedule
 
 
 @dataclass(frozen=True)

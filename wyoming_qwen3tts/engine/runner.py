@@ -2,9 +2,9 @@
 API — one paged talker call for every sequence the plan feeds (prefills and decode steps
 mixed), sampling, one subcode call for the batch, and the codec chunk graphs.
 
-It is the oracle of the native runner and the debugging path. The batch (engine/batch.py)
-decides what each step feeds; this module also holds what both runners share: the chunk
-schedule, the graphs a schedule needs, and where the prefix cache can copy blocks.
+It is the oracle of the native runner and the debugging path (engine.backend: python). The
+batch (engine/batch.py) decides what each step feeds; what both runners share lives with the
+step contract (engine/step.py).
 """
 from __future__ import annotations
 
@@ -12,7 +12,6 @@ import hashlib
 import logging
 import time
 from collections import OrderedDict
-from collections.abc import Collection
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,21 +22,20 @@ from .codec_stream import CodecStream, StreamingCodec
 from .graphs import fix_batch, to_paged
 from .loaded_model import LoadedModel
 from .sampling import process_talker_logits, sample_row
-from .step import GROUPS, CodecChunk, Sampling, StepOutput, StepPlan, StepTimes
+from .step import (
+    GROUPS,
+    PRIMED_STATES,
+    ChunkSchedule,
+    CodecChunk,
+    Sampling,
+    StepOutput,
+    StepPlan,
+    StepTimes,
+    prefix_cache_supported,
+    short_chunks_carry_on,
+)
 
 log = logging.getLogger(__name__)
-
-PRIMED_STATES = 32  # decoder states primed with reference codes (in-context clones), ≈5 MB each at full size
-
-
-@dataclass(frozen=True)
-class ChunkSchedule:
-    """Frames per codec call: `first` for a stream's first chunk (latency), `steady` after
-    (throughput). `offline` decodes nothing while generating (decode the codes at the end)."""
-
-    first: int = 1
-    steady: int = 8
-    offline: bool = False
 
 
 @dataclass
@@ -232,18 +230,3 @@ class PythonRunner:
 
     def close(self) -> None:
         """Nothing to free early: the compiled graphs go with this object."""
-
-
-def short_chunks_carry_on(schedule: ChunkSchedule, steady_lengths: Collection[int]) -> bool:
-    """Whether a running stream can decode a short chunk (the first chunk's size) at a short
-    chunk's cost: a steady graph of that very length is compiled (engine/pacing.py), among
-    `steady_lengths`, those of the compiled steady graphs that take the real frame count (a
-    paced stream's partial chunks need it)."""
-    return not schedule.offline and schedule.first < schedule.steady and schedule.first in steady_lengths
-
-
-def prefix_cache_supported(device: str) -> bool:
-    """Whether the runners copy KV blocks of a talker on this device (the prefix cache): the
-    CPU plugin computes in the host tensors the runner allocated, which it can copy; whether
-    another device's plugin keeps the cache there is not established."""
-    return device.split(".")[0] == "CPU"

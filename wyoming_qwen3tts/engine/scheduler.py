@@ -39,10 +39,10 @@ from .config import EngineConfig
 from .loaded_model import LoadedModel
 from .metrics import EngineMetrics, MetricsWindow
 from .native import NativeRunner
-from .runner import ChunkSchedule, PythonRunner
+from .runner import PythonRunner
 from .sampling import SamplingParams
 from .sequence import Sequence
-from .step import Runner
+from .step import ChunkSchedule, Runner
 from .stream import AudioChunk, AudioStream, EngineBusy, EngineError, RequestAborted, RequestTimeout, StreamResult
 from .utterance import Utterance
 

@@ -7,10 +7,13 @@ tables, and how to sample the sequences that finish their input — and gets bac
 sequence's 16 codes and the embedding of its frame (`StepOutput`). Then it asks for the codec
 chunks that are due (`CodecChunk` → PCM). A runner's only per-sequence state is its codec
 streams' decoder state, opened and closed by the batch. Two runners implement this: the
-Python reference (engine/runner.py) and the native one (engine/native.py over native/).
+Python reference (engine/runner.py) and the native one (engine/native.py over native/). What
+both follow besides — the codec chunk schedule, how many primed decoder states they keep,
+when short chunks can run and where the prefix cache can copy blocks — is here too.
 """
 from __future__ import annotations
 
+from collections.abc import Collection
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -20,6 +23,17 @@ from .sampling import SamplingParams
 
 SUBCODE_STEPS = 15  # codebooks 1-15, filled by one subcode call per frame
 GROUPS = SUBCODE_STEPS + 1  # codes per frame
+PRIMED_STATES = 32  # decoder states primed with reference codes (in-context clones), ≈5 MB each at full size
+
+
+@dataclass(frozen=True)
+class ChunkSchedule:
+    """Frames per codec call: `first` for a stream's first chunk (latency), `steady` after
+    (throughput). `offline` decodes nothing while generating (decode the codes at the end)."""
+
+    first: int = 1
+    steady: int = 8
+    offline: bool = False
 
 
 @dataclass
@@ -132,3 +146,18 @@ class Runner(Protocol):
 
     def close(self) -> None:
         """Free the compiled graphs now (idempotent); forward and decode raise afterwards."""
+
+
+def short_chunks_carry_on(schedule: ChunkSchedule, steady_lengths: Collection[int]) -> bool:
+    """Whether a running stream can decode a short chunk (the first chunk's size) at a short
+    chunk's cost: a steady graph of that very length is compiled (engine/pacing.py), among
+    `steady_lengths`, those of the compiled steady graphs that take the real frame count (a
+    paced stream's partial chunks need it)."""
+    return not schedule.offline and schedule.first < schedule.steady and schedule.first in steady_lengths
+
+
+def prefix_cache_supported(device: str) -> bool:
+    """Whether the runners copy KV blocks of a talker on this device (the prefix cache): the
+    CPU plugin computes in the host tensors the runner allocated, which it can copy; whether
+    another device's plugin keeps the cache there is not established."""
+    return device.split(".")[0] == "CPU"
