@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import json
 import logging
+import types
 
 import openvino as ov
 import pytest
@@ -233,7 +234,8 @@ def test_the_model_and_the_native_runner_get_each_graphs_precision(converted_fac
     from wyoming_qwen3tts.engine import native
 
     captured = []
-    monkeypatch.setattr(native._native, "Runner", lambda config: captured.append(config))
+    loaded = types.SimpleNamespace(talker_runtime="openvino", subcode_runtime="openvino")  # what NativeRunner logs
+    monkeypatch.setattr(native._native, "Runner", lambda config: captured.append(config) or loaded)
     model_dir = converted_factory("tiny", "custom_voice", "int8")
     expected = fastest_precision("CPU", device_capabilities(ov.Core(), "CPU"))
     with caplog.at_level(logging.INFO):
