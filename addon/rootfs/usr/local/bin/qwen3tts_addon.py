@@ -54,6 +54,7 @@ VALUE_FLAGS = {
     "steady_chunk": "--steady-chunk",
     "text_feeding": "--text-feeding",
     "text_layout": "--text-layout",
+    "backend": "--backend",
 }
 SWITCH_FLAGS = {"debug_logging": "--debug"}
 VOICES_OPTION = "voices"
