@@ -47,9 +47,9 @@ import yaml
 from wyoming.client import AsyncClient
 from wyoming.info import Describe, Info
 
+from qwen3tts_tools.synthetic.writer import write_checkpoint
 from wyoming_qwen3tts import __version__
 from wyoming_qwen3tts.client import ClientError, synthesize
-from wyoming_qwen3tts.model.synthetic.writer import write_checkpoint
 
 pytestmark = pytest.mark.e2e
 
