@@ -10,7 +10,11 @@ import subprocess
 import sys
 from pathlib import Path
 
+import tomllib
+
 import wyoming_qwen3tts
+
+REPO = Path(__file__).resolve().parents[1]
 
 # What only the tools and the tests may bring in.
 DEVELOPER_MODULES = ("qwen3tts_tools", "torch", "matplotlib", "qwen_tts", "vox", "transformers", "pytest")
@@ -58,3 +62,10 @@ def test_runtime_distribution_holds_no_tools() -> None:
         "qwen3tts-bench": "qwen3tts_tools.bench.cli:main",
         "qwen3tts-synthetic": "qwen3tts_tools.synthetic.cli:main",
     }
+
+
+def test_tools_go_with_the_runtime_of_their_version() -> None:
+    """The tools drive the engine's internals: a release gives them the runtime's version and pins it."""
+    tools = tomllib.loads((REPO / "tools/pyproject.toml").read_text(encoding="utf-8"))["project"]
+    assert tools["version"] == wyoming_qwen3tts.__version__
+    assert f"wyoming-qwen3tts[convert]=={wyoming_qwen3tts.__version__}" in tools["dependencies"]
