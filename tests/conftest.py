@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wyoming_qwen3tts.model.synthetic.writer import write_checkpoint
+from qwen3tts_tools.synthetic.writer import write_checkpoint
 
 
 @pytest.fixture(scope="session")

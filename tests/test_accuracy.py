@@ -7,7 +7,7 @@ import json
 import numpy as np
 import pytest
 
-from wyoming_qwen3tts.bench.accuracy import first_difference, main, rel_err
+from qwen3tts_tools.bench.accuracy import first_difference, main, rel_err
 
 FRAMES = 8
 ROW = {"weights", "precision", "kv_precision", "model_dir", "talker", "subcode", "decoder", "seconds"}

@@ -47,9 +47,9 @@ import yaml
 from wyoming.client import AsyncClient
 from wyoming.info import Describe, Info
 
+from qwen3tts_tools.synthetic.writer import write_checkpoint
 from wyoming_qwen3tts import __version__
 from wyoming_qwen3tts.client import ClientError, synthesize
-from wyoming_qwen3tts.model.synthetic.writer import write_checkpoint
 
 pytestmark = pytest.mark.e2e
 
@@ -276,14 +276,15 @@ def _stop(proc: subprocess.Popen) -> None:
 
 def test_image_labels_and_contents(image: dict, container: str) -> None:
     """The Supervisor's build arguments reach the image; what the image carries is what runs
-    (no compiler, no test stack), and the native runner imports."""
+    (no compiler, no test stack, no developer tools), and the native runner imports."""
     assert image["labels"]["io.hass.version"] == image["version"] == __version__
     assert image["labels"]["io.hass.arch"] == "amd64"
     assert image["labels"]["io.hass.type"] == "addon"
     assert image["healthcheck"]["Test"] == ["CMD", "/usr/local/bin/qwen3tts_addon.py", "health"]
     checks = ("import importlib.util as u, shutil, wyoming_qwen3tts, wyoming_qwen3tts._native, nncf, huggingface_hub;"
               "print(wyoming_qwen3tts.__version__);"
-              "print([m for m in ('torch', 'transformers', 'pytest', 'qwen_tts') if u.find_spec(m)]);"
+              "print([m for m in ('torch', 'transformers', 'pytest', 'qwen_tts', 'matplotlib', 'qwen3tts_tools',"
+              " 'wyoming_qwen3tts.bench', 'wyoming_qwen3tts.model.synthetic') if u.find_spec(m)]);"
               "print([t for t in ('g++', 'cc', 'cmake', 'curl') if shutil.which(t)])")
     out = _in_container(container, "/opt/venv/bin/python", "-c", checks).split("\n")
     assert out[:3] == [__version__, "[]", "[]"], out

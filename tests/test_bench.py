@@ -11,16 +11,16 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-import matplotlib  # noqa: F401  (the bench extra: fails loudly when missing)
+import matplotlib  # noqa: F401  (a dependency of the tools distribution: fails loudly when missing)
 import oracle  # noqa: F401  (the official implementation must be importable)
 import pytest
 import vox  # noqa: F401  (vox-tts, the vox peer: fails loudly when missing)
 
-from wyoming_qwen3tts.bench import vox_peer
-from wyoming_qwen3tts.bench.cli import main, parse_args, prepare
-from wyoming_qwen3tts.bench.report import summary
-from wyoming_qwen3tts.bench.scenarios import EngineSetup, LevelResult, OursResult, Workload, merged, process_groups
-from wyoming_qwen3tts.bench.stats import Spread
+from qwen3tts_tools.bench import vox_peer
+from qwen3tts_tools.bench.cli import main, parse_args, prepare
+from qwen3tts_tools.bench.report import summary
+from qwen3tts_tools.bench.scenarios import EngineSetup, LevelResult, OursResult, Workload, merged, process_groups
+from qwen3tts_tools.bench.stats import Spread
 from wyoming_qwen3tts.engine.devices import GRAPHS, PRECISIONS
 from wyoming_qwen3tts.model.manifest import FORMAT_VERSION
 

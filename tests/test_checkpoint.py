@@ -10,10 +10,10 @@ import pytest
 import torch
 from tensor_files import write_safetensors
 
+from qwen3tts_tools.synthetic.presets import GENERATION_CONFIG, model_config
 from wyoming_qwen3tts.model.checkpoint import Checkpoint, CheckpointError
 from wyoming_qwen3tts.model.safetensors import SafetensorsFile, bf16_to_f32, f32_to_bf16
 from wyoming_qwen3tts.model.spec import ConfigError, parse_model_config
-from wyoming_qwen3tts.model.synthetic.presets import GENERATION_CONFIG, model_config
 
 PROBES = ("talker.model.layers.1.mlp.down_proj.weight", "talker.model.norm.weight",
           "talker.code_predictor.lm_head.3.weight", "talker.text_projection.linear_fc1.bias")

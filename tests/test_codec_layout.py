@@ -19,7 +19,7 @@ from qwen_tts.core.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import Qw
 from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Model
 from transformers import MimiConfig
 
-from wyoming_qwen3tts.model.synthetic.codec_layout import (
+from qwen3tts_tools.synthetic.codec_layout import (
     codec_tensors,
     speaker_encoder_config,
     speaker_encoder_tensors,

@@ -1,4 +1,4 @@
-"""The LLM-pace benchmark (wyoming_qwen3tts.bench.llm_pace): its underrun count on synthetic
+"""The LLM-pace benchmark (qwen3tts_tools.bench.llm_pace): its underrun count on synthetic
 arrival times, the tokens and their pacing, the CPU lock, and a quick run against the tiny
 model's server in both feeding modes."""
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from wyoming_qwen3tts.bench import llm_pace
-from wyoming_qwen3tts.bench.llm_pace import PACINGS, TEXTS, Measurement, Timeline, gap_list, llm_tokens
-from wyoming_qwen3tts.bench.process import cpu_lock
+from qwen3tts_tools.bench import llm_pace
+from qwen3tts_tools.bench.llm_pace import PACINGS, TEXTS, Measurement, Timeline, gap_list, llm_tokens
+from qwen3tts_tools.bench.process import cpu_lock
 
 
 def underruns(arrivals: list[tuple[float, float]]) -> tuple[int, float]:

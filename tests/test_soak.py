@@ -1,4 +1,4 @@
-"""The soak (wyoming_qwen3tts.bench.soak) at a tiny scale, and its checks shown able to fail:
+"""The soak (qwen3tts_tools.bench.soak) at a tiny scale, and its checks shown able to fail:
 a fake server whose responses never end or end badly, a log with blocks missing, RSS growth."""
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.error import Error
 from wyoming.event import Event, async_read_event, async_write_event
 
-from wyoming_qwen3tts.bench import soak_report
-from wyoming_qwen3tts.bench.soak import SoakOptions, run
-from wyoming_qwen3tts.bench.soak_client import (
+from qwen3tts_tools.bench import soak_report
+from qwen3tts_tools.bench.soak import SoakOptions, run
+from qwen3tts_tools.bench.soak_client import (
     FRAMING,
     HANG,
     KINDS,
@@ -27,7 +27,7 @@ from wyoming_qwen3tts.bench.soak_client import (
     plan,
     run_request,
 )
-from wyoming_qwen3tts.bench.soak_server import EngineLog
+from qwen3tts_tools.bench.soak_server import EngineLog
 
 START = AudioStart(rate=24000, width=2, channels=1).event()
 CHUNK = AudioChunk(rate=24000, width=2, channels=1, audio=b"\0\0" * 100).event()

@@ -12,7 +12,7 @@ from wyoming_qwen3tts.model.tokenizer import TextTokenizer
 
 def test_cli_writes_a_loadable_checkpoint(tmp_path):
     out = tmp_path / "vd"
-    subprocess.run([sys.executable, "-m", "wyoming_qwen3tts.model.synthetic.cli", str(out), "--preset", "tiny-1.7b",
+    subprocess.run([sys.executable, "-m", "qwen3tts_tools.synthetic.cli", str(out), "--preset", "tiny-1.7b",
                     "--variant", "voice_design", "--seed", "7"], check=True, timeout=300)
     ckpt = Checkpoint(out)
     assert ckpt.spec.model_type == "voice_design" and ckpt.spec.code_predictor.has_projection

@@ -16,8 +16,8 @@ from pathlib import Path
 import pytest
 from tokenizers import Regex, pre_tokenizers
 
+from qwen3tts_tools.synthetic.vocab import qwen_base_ranks, tiny_ranks, write_tokenizer_files
 from wyoming_qwen3tts.model.prompt import assistant_text
-from wyoming_qwen3tts.model.synthetic.vocab import qwen_base_ranks, tiny_ranks, write_tokenizer_files
 from wyoming_qwen3tts.model.token_stream import TextTokenStream, _maybe_space
 from wyoming_qwen3tts.model.tokenizer import QWEN2_PATTERN, TextTokenizer
 

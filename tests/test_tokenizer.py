@@ -21,7 +21,7 @@ from qwen_tts.core.models.configuration_qwen3_tts import Qwen3TTSConfig
 from qwen_tts.core.models.processing_qwen3_tts import Qwen3TTSProcessor
 from transformers import AutoConfig, AutoProcessor, Qwen2TokenizerFast
 
-from wyoming_qwen3tts.model.synthetic.vocab import (
+from qwen3tts_tools.synthetic.vocab import (
     ADDED_TOKENS,
     FIRST_ADDED_ID,
     qwen_base_ranks,

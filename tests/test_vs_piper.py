@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from wyoming_qwen3tts.bench import vs_piper
+from qwen3tts_tools.bench import vs_piper
 
 TEXTS = ["Short one.", "A longer sentence here."]
 

@@ -87,7 +87,7 @@ def ha_install() -> install_ha.HaInstall:
 
 @pytest.fixture(scope="module")
 def checkpoint(workdir: Path) -> Path:
-    from wyoming_qwen3tts.model.synthetic.writer import write_checkpoint
+    from qwen3tts_tools.synthetic.writer import write_checkpoint
     return write_checkpoint(workdir / "checkpoint", "tiny", "custom_voice")
 
 

@@ -1,7 +1,7 @@
 """Names and shapes of the main checkpoint's talker tensors, derived from a ModelSpec.
 
 One source of truth for the loader (which checks a checkpoint against it) and for the
-synthetic checkpoint writer (which produces exactly these tensors).
+synthetic checkpoint writer of the tools distribution (which produces exactly these tensors).
 """
 from __future__ import annotations
 

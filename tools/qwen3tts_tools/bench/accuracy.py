@@ -1,4 +1,4 @@
-"""How far each preset's numbers are from f32 (issue 15): `python -m wyoming_qwen3tts.bench.accuracy
+"""How far each preset's numbers are from f32 (issue 15): `python -m qwen3tts_tools.bench.accuracy
 --reference FP32_DIR --model INT8_DIR --model INT4_DIR`.
 
 The reference is an fp32-weight conversion at f32 compute with an f32 KV cache. A preset is
@@ -37,22 +37,23 @@ from pathlib import Path
 import numpy as np
 import openvino as ov
 
-from ..engine.batch import Batch
-from ..engine.devices import KV_PRECISIONS, PRECISIONS
-from ..engine.loaded_model import LoadedModel
-from ..engine.runner import ChunkSchedule, PythonRunner, compile_codec
-from ..engine.sampling import SamplingParams, process_talker_logits
-from ..engine.step import StepPlan
-from ..model.embed import PromptEmbeds
-from ..model.manifest import read_converted
-from ..model.prompt import VoiceRequest
+from wyoming_qwen3tts.engine.batch import Batch
+from wyoming_qwen3tts.engine.devices import KV_PRECISIONS, PRECISIONS
+from wyoming_qwen3tts.engine.loaded_model import LoadedModel
+from wyoming_qwen3tts.engine.runner import ChunkSchedule, PythonRunner, compile_codec
+from wyoming_qwen3tts.engine.sampling import SamplingParams, process_talker_logits
+from wyoming_qwen3tts.engine.step import StepPlan
+from wyoming_qwen3tts.model.embed import PromptEmbeds
+from wyoming_qwen3tts.model.manifest import read_converted
+from wyoming_qwen3tts.model.prompt import VoiceRequest
+
 from .cli import TEXT
 from .machine import machine, versions
 from .process import setup_logging
 from .stats import Spread
 
-PROG = "python -m wyoming_qwen3tts.bench.accuracy"
-log = logging.getLogger("wyoming_qwen3tts.bench.accuracy")  # also when run as __main__
+PROG = "python -m qwen3tts_tools.bench.accuracy"
+log = logging.getLogger("qwen3tts_tools.bench.accuracy")  # also when run as __main__
 
 REFERENCE = {"weights": "fp32", "precision": "f32", "kv_precision": "f32"}
 NOTE = ("Synthetic checkpoints have random weights: read these figures as bounds, not predictions. Their logits "

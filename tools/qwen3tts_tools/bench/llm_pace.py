@@ -21,7 +21,7 @@ warm-up and the timed requests hold the machine's CPU lock (/tmp/cpu.lock, if it
 while a server starts; a request during which other processes (or virtual machines) took more
 than --max-busy of the CPU is made again once they are quiet.
 
-    python -m wyoming_qwen3tts.bench.llm_pace --model DIR [--runs 3] [-o llm-pace.json] [--markdown llm-pace.md]
+    python -m qwen3tts_tools.bench.llm_pace --model DIR [--runs 3] [-o llm-pace.json] [--markdown llm-pace.md]
 """
 from __future__ import annotations
 
@@ -53,7 +53,7 @@ from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, Synthesize
 from .machine import Contention, machine, versions
 from .process import CPU_LOCK, ServerChild, cpu_lock, free_port
 
-log = logging.getLogger("wyoming_qwen3tts.bench.llm_pace")
+log = logging.getLogger("qwen3tts_tools.bench.llm_pace")
 
 TEXTS: dict[str, str] = {
     "short": "The kitchen lights are on.",
@@ -460,7 +460,7 @@ def run(args: argparse.Namespace, argv: list[str] | None = None) -> dict[str, An
     manifest = json.loads((args.model / "manifest.json").read_text(encoding="utf-8"))
     result = {
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": shlex.join(["python", "-m", "wyoming_qwen3tts.bench.llm_pace",
+        "command": shlex.join(["python", "-m", "qwen3tts_tools.bench.llm_pace",
                                *(sys.argv[1:] if argv is None else argv)]),
         "machine": machine(), "versions": versions(),
         "model": f"{args.model.name} ({manifest['options'].get('weights')} weights)",
@@ -491,7 +491,7 @@ def _names(choices: Sequence[str]) -> Any:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m wyoming_qwen3tts.bench.llm_pace", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m qwen3tts_tools.bench.llm_pace", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", type=Path, required=True, help="converted model directory")
     p.add_argument("--modes", type=_names(list(modes(0.5))), default=list(modes(0.5)),

@@ -10,14 +10,15 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from ..engine.audio import SAMPLE_RATE
-from ..engine.config import EngineConfig
-from ..engine.metrics import EngineMetrics
-from ..engine.open import Placement, open_engine
-from ..engine.sampling import SamplingParams
-from ..engine.scheduler import Scheduler
-from ..engine.step import StepTimes
-from ..model.prompt import VoiceRequest
+from wyoming_qwen3tts.engine.audio import SAMPLE_RATE
+from wyoming_qwen3tts.engine.config import EngineConfig
+from wyoming_qwen3tts.engine.metrics import EngineMetrics
+from wyoming_qwen3tts.engine.open import Placement, open_engine
+from wyoming_qwen3tts.engine.sampling import SamplingParams
+from wyoming_qwen3tts.engine.scheduler import Scheduler
+from wyoming_qwen3tts.engine.step import StepTimes
+from wyoming_qwen3tts.model.prompt import VoiceRequest
+
 from .process import peak_rss_mb, resident_kb, rss_mb
 from .stats import Spread, percentile
 

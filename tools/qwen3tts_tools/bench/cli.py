@@ -16,13 +16,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..convert.ops import WEIGHT_FORMATS
-from ..convert.pipeline import convert
-from ..engine.config import KERNELS, RUNNERS, RUNTIMES
-from ..engine.devices import PRECISION_SETTINGS
-from ..model.manifest import older_format
-from ..model.synthetic.presets import PRESETS
-from ..model.synthetic.writer import write_checkpoint
+from wyoming_qwen3tts.convert.ops import WEIGHT_FORMATS
+from wyoming_qwen3tts.convert.pipeline import convert
+from wyoming_qwen3tts.engine.config import KERNELS, RUNNERS, RUNTIMES
+from wyoming_qwen3tts.engine.devices import PRECISION_SETTINGS
+from wyoming_qwen3tts.model.manifest import older_format
+
+from ..synthetic.presets import PRESETS
+from ..synthetic.writer import write_checkpoint
 from . import vox_peer
 from .limits import frame_bound, graph_reads, read_bandwidth
 from .machine import Contention, machine, versions

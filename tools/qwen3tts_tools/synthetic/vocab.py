@@ -25,7 +25,7 @@ import time
 from collections import Counter
 from pathlib import Path
 
-from ..tokenizer import QWEN2_PATTERN
+from wyoming_qwen3tts.model.tokenizer import QWEN2_PATTERN
 
 logger = logging.getLogger(__name__)
 

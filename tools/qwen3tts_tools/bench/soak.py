@@ -1,6 +1,6 @@
 """Soak: many mixed requests from several clients against one `wyoming-qwen3tts` process.
 
-    python -m wyoming_qwen3tts.bench.soak --model DIR [--requests 1000 --clients 8 --label tiny]
+    python -m qwen3tts_tools.bench.soak --model DIR [--requests 1000 --clients 8 --label tiny]
 
 Nothing may hang, every response must end with its framing, the KV blocks must all return,
 and the server's RSS and open file descriptors must be flat after warm-up (start, peak and
@@ -185,7 +185,7 @@ def run(options: SoakOptions) -> SoakRun:
 
 
 def parse_args(argv: list[str] | None) -> tuple[SoakOptions, argparse.Namespace]:
-    p = argparse.ArgumentParser(prog="python -m wyoming_qwen3tts.bench.soak", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m qwen3tts_tools.bench.soak", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     d = SoakOptions(Path("."))
     p.add_argument("--model", type=Path, required=True, help="converted model directory (qwen3tts-convert)")

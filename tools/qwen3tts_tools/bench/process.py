@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from wyoming.info import Info
 
-from ..client import describe
+from wyoming_qwen3tts.client import describe
 
 T = TypeVar("T")
 
@@ -31,7 +31,7 @@ log = logging.getLogger(__name__)
 LOG_FORMAT = "%(asctime)s %(levelname)s %(name)s: %(message)s"
 
 
-OUR_LOGGERS = ("wyoming_qwen3tts", "qwen3tts-bench")
+OUR_LOGGERS = ("wyoming_qwen3tts", "qwen3tts_tools", "qwen3tts-bench")
 
 
 def setup_logging(level: int) -> None:

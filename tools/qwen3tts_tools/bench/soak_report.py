@@ -147,7 +147,7 @@ def markdown(label: str, run: dict[str, Any]) -> str:
 
 HEADER = """# Soak
 
-`python -m wyoming_qwen3tts.bench.soak --model DIR`: one server (a child process), a mixed
+`python -m qwen3tts_tools.bench.soak --model DIR`: one server (a child process), a mixed
 workload from several asyncio clients — one-shot, streaming (half of them ask `describe`
 while audio flows), streams cancelled after their first audio (reset or close, before
 their stop), one-shot clients that leave at once or after `audio-start`, two one-shots

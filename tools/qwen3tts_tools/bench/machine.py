@@ -11,6 +11,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import wyoming_qwen3tts
+
 CPU_FLAGS = ("avx2", "avx_vnni", "avx512f", "avx512_vnni", "avx512_bf16", "avx512_fp16", "amx_bf16", "amx_int8")
 DISTRIBUTIONS = ("wyoming-qwen3tts", "openvino", "nncf", "numpy", "torch", "transformers", "qwen-tts")
 
@@ -64,7 +66,8 @@ def versions() -> dict[str, str | None]:
 
 
 def _git_commit() -> str | None:
-    root = Path(__file__).resolve().parents[2]
+    """The commit of the engine measured: the source tree wyoming_qwen3tts is imported from."""
+    root = Path(wyoming_qwen3tts.__file__).resolve().parents[1]
     try:
         commit = subprocess.run(["git", "-C", str(root), "rev-parse", "--short", "HEAD"], capture_output=True,
                                 text=True, timeout=10, check=True).stdout.strip()
