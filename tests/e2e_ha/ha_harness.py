@@ -122,7 +122,7 @@ class Server:
     def start(self) -> Server:
         """QWEN3TTS_E2E_SERVER_SRC=DIR runs the package from another source tree (e.g. an
         older commit's, to see which failures a change fixed) and QWEN3TTS_E2E_SERVER_ARGS
-        adds flags (e.g. `--runner python`, when that tree's native module is not built)."""
+        adds flags (e.g. `--backend python`, when that tree's native module is not built)."""
         assert self.process is None or self.process.proc.poll() is not None
         self.starts += 1
         launch = ["-m", "wyoming_qwen3tts"]

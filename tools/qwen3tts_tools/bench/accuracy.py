@@ -40,9 +40,9 @@ import openvino as ov
 from wyoming_qwen3tts.engine.batch import Batch
 from wyoming_qwen3tts.engine.devices import KV_PRECISIONS, PRECISIONS
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
-from wyoming_qwen3tts.engine.runner import ChunkSchedule, PythonRunner, compile_codec
+from wyoming_qwen3tts.engine.runner import PythonRunner, compile_codec
 from wyoming_qwen3tts.engine.sampling import SamplingParams, process_talker_logits
-from wyoming_qwen3tts.engine.step import StepPlan
+from wyoming_qwen3tts.engine.step import ChunkSchedule, StepPlan
 from wyoming_qwen3tts.model.embed import PromptEmbeds
 from wyoming_qwen3tts.model.manifest import read_converted
 from wyoming_qwen3tts.model.prompt import VoiceRequest

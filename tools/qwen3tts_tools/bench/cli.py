@@ -16,9 +16,9 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from wyoming_qwen3tts.backend_flags import add_backend_flags
 from wyoming_qwen3tts.convert.ops import WEIGHT_FORMATS
 from wyoming_qwen3tts.convert.pipeline import convert
-from wyoming_qwen3tts.engine.config import KERNELS, RUNNERS, RUNTIMES
 from wyoming_qwen3tts.engine.devices import PRECISION_SETTINGS
 from wyoming_qwen3tts.model.manifest import older_format
 
@@ -87,19 +87,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--language", default="english")
     parser.add_argument("--threads", type=int, default=len(os.sched_getaffinity(0)),
                         help="inference threads of each implementation")
-    parser.add_argument("--runner", choices=RUNNERS, default="native", help="our step loop")
-    parser.add_argument("--int4-kernel", choices=("auto", "on", "off"), default="auto",
-                        help="INT4 weights by the native runner's own kernel (engine.int4_kernel), OpenVINO's, or "
-                             "auto: its own for an f32 talker unless --precision f32")
-    parser.add_argument("--subcode-runtime", choices=RUNTIMES, default="auto",
-                        help="the code predictor by the native runner's own threads and kernels, OpenVINO's "
-                             "subcode graph, or auto: native unless --precision f32 (engine.subcode_runtime)")
-    parser.add_argument("--talker-runtime", choices=RUNTIMES, default="auto",
-                        help="the talker by the native runner's own threads and kernels, OpenVINO's paged talker "
-                             "graph, or auto: native unless --precision f32 (engine.talker_runtime)")
-    parser.add_argument("--kernels", choices=KERNELS, default="auto",
-                        help="the instruction set of the native runner's own kernels: the fastest this CPU runs, or a "
-                             "smaller CPU's copy (engine.kernels)")
+    add_backend_flags(parser, default="auto")  # engine.backend and engine.kernels
     parser.add_argument("--precision", choices=PRECISION_SETTINGS, default="f32",
                         help="our compute precision (auto: per graph and device)")
     parser.add_argument("--bandwidth-mb", type=int, default=1024, help="buffer read to measure bandwidth")
@@ -107,10 +95,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     args = parser.parse_args(argv)
     if args.frames < 2 or args.runs < 1 or args.probe_frames < 1:
         parser.error("--frames must be >= 2, --runs and --probe-frames >= 1")
-    if args.int4_kernel == "on" and args.runner != "native":
-        parser.error("--int4-kernel on needs --runner native (the kernel lives in the native runner)")
-    if args.kernels != "auto" and args.runner != "native":
-        parser.error("--kernels needs --runner native (the kernels live in the native runner)")
+    if args.kernels != "auto" and args.backend == "python":
+        parser.error("--kernels needs the native runner (the kernels live in it), not --backend python")
     return args
 
 
@@ -168,10 +154,8 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> Report:
     vox = prepare_vox(args, checkpoint) if "vox" in args.peers else None
     contention = Contention.start()  # from here on, every figure is a measurement
     work = Workload(args.text, args.speaker, args.language, args.frames, args.runs)
-    setup = EngineSetup(runner=args.runner, precision=args.precision, threads=args.threads,
-                        max_batch=max(args.streams), subcode_runtime=args.subcode_runtime,
-                        talker_runtime=args.talker_runtime, kernels=args.kernels,
-                        int4_kernel={"auto": None, "on": True, "off": False}[args.int4_kernel])
+    setup = EngineSetup(backend=args.backend, precision=args.precision, threads=args.threads,
+                        max_batch=max(args.streams), kernels=args.kernels)
     bandwidth = read_bandwidth(args.bandwidth_mb)
     log.info("read bandwidth: %s GB/s", ", ".join(f"{n} thread(s) {s.text()}" for n, s in bandwidth.gb_per_s.items()))
     ours = merged([run_isolated(bench_ours, converted, work, group, setup) for group in process_groups(args.streams)])

@@ -251,16 +251,6 @@ def _costs(r: Report) -> list[str]:
 LM_GRAPHS = ("talker", "subcode")
 
 
-def _int4_kernel(r: Report) -> str:
-    """Whose INT4 products ran in the compiled graphs, for INT4 conversions only ("" otherwise;
-    the runner's own code predictor always uses its own)."""
-    if r.model["options"]["weights"] != "int4":
-        return ""
-    n = r.ours.int4_products
-    whose = f"ours ({n})" if n else "OpenVINO's"
-    return f"INT4 products in the graphs {whose}; "
-
-
 def _compute(o: OursResult) -> str:
     """The precision asked for, and what each graph ran with."""
     return f"{o.setup.precision} (" + ", ".join(f"{g} {p}" for g, p in o.precisions.items()) + ")"
@@ -281,11 +271,11 @@ def markdown(r: Report) -> str:
               f"- Workload: \"{w.text}\" ({o.prompt_tokens} prompt tokens), speaker {w.speaker}, {w.language}; "
               f"{w.frames} frames ({w.audio_s:.1f} s of audio) per request, EOS held off; default sampling; "
               f"{w.runs} runs per scenario, figures are median (min–max)",
-              f"- Ours: {o.setup.runner} runner, {r.model['options']['weights'].upper()} weights "
+              f"- Ours: {o.setup.backend} backend, {r.model['options']['weights'].upper()} weights "
               f"({', '.join(f'{g} {f}' for g, f in r.model['graphs'].items() if g in LM_GRAPHS)}), "
               f"{_compute(o)} compute, {o.setup.kv_precision} KV cache, codec chunks "
               f"{o.setup.first_chunk} then {o.setup.steady_chunk}, threads {o.setup.threads or m['cores']}, "
-              f"talker {o.talker_runtime}, code predictor {o.subcode_runtime}, {_int4_kernel(r)}"
+              f"talker {o.talker_runtime}, code predictor {o.subcode_runtime}, "
               f"load {o.load_s:.1f} s",
               "- Peers: " + ("; ".join(_peer_line(peer) for peer in peers(r).values()) or "none (--peers none)"),
               f"- Command: `{r.command}` ({r.wall_s / 60:.1f} min); while it measured, other processes used "

@@ -46,16 +46,13 @@ class Workload:
 
 @dataclass(frozen=True)
 class EngineSetup:
-    runner: str = "native"  # the step loop: native (C++) or python (the reference)
+    backend: str = "auto"  # engine.backend: who runs the talker and the code predictor
     precision: str = "f32"  # as asked of LoadedModel ("auto": it picks per graph and device)
     kv_precision: str = "u8"
     threads: int | None = None  # inference threads per graph (None: every core)
     first_chunk: int = 1
     steady_chunk: int = 8
     max_batch: int = 8  # the engine's batch and queue limit, the same in every process (the most streams)
-    int4_kernel: bool | None = None  # engine.int4_kernel: the native runner's own INT4 products (None: auto)
-    subcode_runtime: str = "auto"  # engine.subcode_runtime: the native runner's own code predictor or OpenVINO's
-    talker_runtime: str = "auto"  # engine.talker_runtime: the native runner's own talker or OpenVINO's
     kernels: str = "auto"  # engine.kernels: the instruction set of the native runner's own kernels
 
 
@@ -90,7 +87,6 @@ class OursResult:
     # (stage, anonymous MB, file MB) resident: before the runner, after each graph it compiled
     # (native runner only), after the warm-up request; the one-stream process
     memory: list[tuple[str, float, float]] = field(default_factory=list)
-    int4_products: int = 0  # products run by the native runner's INT4 kernel (0: OpenVINO's)
     subcode_runtime: str = "openvino"  # who ran the code predictor (NativeRunner.subcode_runtime)
     talker_runtime: str = "openvino"  # who ran the talker (NativeRunner.talker_runtime)
 
@@ -193,9 +189,7 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
     start = time.perf_counter()
     config = EngineConfig(max_batch=setup.max_batch, max_queue=setup.max_batch, min_frames=work.frames,
                           max_frames=work.frames, first_chunk=setup.first_chunk, steady_chunk=setup.steady_chunk,
-                          runner=setup.runner, int4_kernel=setup.int4_kernel,
-                          subcode_runtime=setup.subcode_runtime, talker_runtime=setup.talker_runtime,
-                          kernels=setup.kernels)
+                          backend=setup.backend, kernels=setup.kernels)
     engine = open_engine(model_dir, config, Placement(precision=setup.precision, kv_precision=setup.kv_precision,
                                                       threads=setup.threads))
     model = engine.model
@@ -213,6 +207,6 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
         metrics = engine.metrics()
     return OursResult(str(model_dir), setup, load_s, loaded, dict(model.precisions), len(model.prompt(voice)),
                       metrics.blocks_total, engine.runner.block_size, engine.runner.kv_block_bytes / 2**20, results,
-                      memory, getattr(engine.runner, "int4_products", 0),
+                      memory,
                       getattr(engine.runner, "subcode_runtime", "openvino"),
                       getattr(engine.runner, "talker_runtime", "openvino"))
