@@ -242,6 +242,15 @@ def short_chunks_carry_on(schedule: ChunkSchedule, steady_lengths: Collection[in
     return not schedule.offline and schedule.first < schedule.steady and schedule.first in steady_lengths
 
 
+def paces(model: LoadedModel, schedule: ChunkSchedule) -> bool:
+    """A runner's `can_pace` for `schedule`, known before it compiles anything: the steady
+    graphs it compiles are LoadedModel.codec_graphs'."""
+    if schedule.offline:
+        return False
+    steady = model.codec_graphs((schedule.first, schedule.steady))["steady"]
+    return short_chunks_carry_on(schedule, set(steady) & set(model.any_length_chunks()))
+
+
 def prefix_cache_supported(device: str) -> bool:
     """Whether the runners copy KV blocks of a talker on this device (the prefix cache): the
     CPU plugin computes in the host tensors the runner allocated, which it can copy; whether
