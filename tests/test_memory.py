@@ -62,3 +62,24 @@ def test_native_runner_keeps_no_ir_page_resident(model_dir):
         engine.close()
     # closing frees the graphs and unmaps their weights at once, not whenever the engine is collected
     assert not set(bins) & set(resident_kb(model_dir)), resident_kb(model_dir)
+
+
+def test_lead_and_text_table_pages_go_once_read(model_dir):
+    """The pages of the codec lead's weights (read whole by compiling it) and of the text
+    embedding table (a row per id, and the kernel maps ~64 KB around each) are not left
+    resident: both graphs are read over a mapping of their own (engine/graphs.py MappedIr)."""
+    import numpy as np
+
+    model = LoadedModel(model_dir, precision="f32", kv_precision="u8")
+    engine = Scheduler(model, EngineConfig(kv_blocks=16, max_frames=12))
+    try:
+        assert engine.batch.lead is not None
+        resident = resident_kb(model_dir)
+        assert resident.get("codec_lead_2.bin") == 0, resident  # mapped for its Gather table, not resident
+        vocab = model.spec.talker.text_vocab_size
+        for ids in np.random.default_rng(3).integers(0, vocab, (20, 50)):
+            model.embed_text(list(ids))
+        table = 2 * 2**20  # more than the rest of the tiny embedding graph's weights
+        assert resident_kb(model_dir).get("embed.bin", 0) * 1024 < table, resident_kb(model_dir)
+    finally:
+        engine.close()

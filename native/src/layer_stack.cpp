@@ -5,6 +5,7 @@
 #include <stdexcept>
 
 #include "qwen3tts/int4_weights.hpp"
+#include "qwen3tts/mapped_ir.hpp"
 
 namespace qwen3tts {
 
@@ -44,14 +45,19 @@ std::pair<ConstantPtr, ConstantPtr> NamedWeights::compressed(const std::string& 
 
 std::unique_ptr<QuantizedMatrix> NamedWeights::matrix(const std::string& name, const Kernels& kernels) const {
   auto [q, scale] = compressed(name);
-  if (q->get_element_type() == ov::element::i4) return std::make_unique<Int4Weights>(*q, *scale, kernels);
-  if (q->get_element_type() == ov::element::i8) return std::make_unique<Int8Weights>(*q, *scale, kernels);
-  throw std::invalid_argument(graph_ + "." + name + " is neither INT4 nor INT8");
+  std::unique_ptr<QuantizedMatrix> m;
+  if (q->get_element_type() == ov::element::i4) m = std::make_unique<Int4Weights>(*q, *scale, kernels);
+  else if (q->get_element_type() == ov::element::i8) m = std::make_unique<Int8Weights>(*q, *scale, kernels);
+  else throw std::invalid_argument(graph_ + "." + name + " is neither INT4 nor INT8");
+  release_mapped(q->get_data_ptr(), q->get_byte_size());  // copied: its file pages need not stay
+  return m;
 }
 
 std::unique_ptr<Int8Weights> NamedWeights::table(const std::string& name, const Kernels& kernels) const {
   auto [q, scale] = compressed(name);
-  return std::make_unique<Int8Weights>(*q, *scale, kernels);  // throws unless INT8
+  auto t = std::make_unique<Int8Weights>(*q, *scale, kernels);  // throws unless INT8
+  release_mapped(q->get_data_ptr(), q->get_byte_size());
+  return t;
 }
 
 LayerStack::LayerStack(const NamedWeights& w, const Kernels& k) : kernels(k) {

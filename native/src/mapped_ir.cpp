@@ -5,11 +5,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
+#include <mutex>
 #include <sstream>
 #include <stdexcept>
+#include <utility>
+#include <vector>
 
 namespace qwen3tts {
 
@@ -35,7 +40,46 @@ struct FileDescriptor {
   }
 };
 
+// The live mappings (start, size), for release_mapped.
+struct Mappings {
+  std::mutex mutex;
+  std::vector<std::pair<uintptr_t, size_t>> ranges;
+};
+
+Mappings& mappings() {
+  static Mappings* m = new Mappings();  // never destroyed: MappedIrs may outlive static destruction
+  return *m;
+}
+
+void add_mapping(const void* data, size_t size) {
+  Mappings& m = mappings();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  m.ranges.emplace_back(reinterpret_cast<uintptr_t>(data), size);
+}
+
+void remove_mapping(const void* data) {
+  Mappings& m = mappings();
+  std::lock_guard<std::mutex> lock(m.mutex);
+  auto& r = m.ranges;
+  r.erase(std::remove_if(r.begin(), r.end(), [&](const auto& x) { return x.first == reinterpret_cast<uintptr_t>(data); }),
+          r.end());
+}
+
 }  // namespace
+
+void release_mapped(const void* data, size_t bytes) {
+  const auto page = static_cast<uintptr_t>(::sysconf(_SC_PAGESIZE));
+  const auto begin = reinterpret_cast<uintptr_t>(data), end = begin + bytes;
+  Mappings& m = mappings();
+  std::lock_guard<std::mutex> lock(m.mutex);  // held: the mapping cannot go meanwhile
+  for (const auto& [start, size] : m.ranges) {
+    if (begin < start || end > start + size) continue;
+    // whole pages only; those shared with a neighbouring constant fault back in if read
+    const uintptr_t first = (begin + page - 1) / page * page, last = end / page * page;
+    if (last > first) ::madvise(reinterpret_cast<void*>(first), last - first, MADV_DONTNEED);
+    return;
+  }
+}
 
 MappedIr::MappedIr(ov::Core& core, const std::string& xml_path) {
   const std::string bin_path = xml_path.substr(0, xml_path.rfind('.')) + ".bin";
@@ -59,6 +103,7 @@ MappedIr::MappedIr(ov::Core& core, const std::string& xml_path) {
     if (data_) ::munmap(data_, size_);
     throw;
   }
+  if (data_) add_mapping(data_, size_);
 }
 
 MappedIr::MappedIr(MappedIr&& other) noexcept
@@ -69,7 +114,10 @@ MappedIr::MappedIr(MappedIr&& other) noexcept
 
 MappedIr::~MappedIr() {
   model_.reset();
-  if (data_) ::munmap(data_, size_);
+  if (data_) {
+    remove_mapping(data_);
+    ::munmap(data_, size_);
+  }
 }
 
 void MappedIr::release() {

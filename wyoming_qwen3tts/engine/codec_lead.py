@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from ..model.manifest import LEAD_GRAPH
-from .graphs import fix_batch
+from .graphs import MappedIr, fix_batch
 from .loaded_model import LoadedModel
 
 log = logging.getLogger(__name__)
@@ -31,13 +31,17 @@ class CodecLead:
 
     def __init__(self, model: LoadedModel) -> None:
         device = model.devices["decoder"]
-        graph = fix_batch(model.core.read_model(model.dir / f"{LEAD_GRAPH}.xml"), 1)
-        self._compiled = model.core.compile_model(graph, device, model.properties("decoder"))
+        # Its weights are read over a mapping of our own: the compiled graph keeps the model's
+        # constants (the codebook table is read in place), and with it the whole mapped file,
+        # all of whose pages compiling has read (0.6B: 355 MB resident for nothing).
+        self._ir = MappedIr(model.core, model.dir / f"{LEAD_GRAPH}.xml")
+        self._compiled = model.core.compile_model(fix_batch(self._ir.model, 1), device, model.properties("decoder"))
         self._request = self._compiled.create_infer_request()
         self.samples = int(self._compiled.output("pcm").get_shape()[1])
         self._groups = int(self._compiled.input("codes").get_shape()[1])
         start = time.perf_counter()
         self(np.zeros(self._groups, np.int64))  # a compiled graph's first call packs its weights
+        self._ir.release()  # packed now: only the rows the codebook lookups read come back
         log.info("codec lead: the first %d samples of a stream's first frame ahead of the rest (%s; warm-up %.0f ms)",
                  self.samples, device, (time.perf_counter() - start) * 1e3)
 

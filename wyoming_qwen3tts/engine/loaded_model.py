@@ -15,6 +15,7 @@ from ..model.prompt import REF_FRAME, SPEAKER_SLOT, Prompt, PromptError, VoiceRe
 from ..model.stream_io import FRAMES
 from ..model.tokenizer import TextTokenizer
 from .devices import check_kv_cache, compile_config, dynamic_device, resolve_precision, resolve_precisions, static_batch
+from .graphs import MappedIr
 
 log = logging.getLogger(__name__)
 
@@ -43,7 +44,12 @@ class LoadedModel:
         core = ov.Core()
         self.precisions = resolve_precisions(core, precision, self.devices)  # what each graph runs, per device
         check_kv_cache(self.precisions["talker"], kv_precision, self.devices["talker"])  # before anything compiles
-        self.embed = core.compile_model(core.read_model(self.dir / "embed.xml"), device, self.properties("talker"))
+        # The text table (0.6B: 311 MB) is read in place, a row per id: over our own mapping,
+        # its pages released after each call, since every row read keeps ~64 KB of the file
+        # resident (the kernel maps the pages around a fault): over varied text, all of it.
+        self._embed_ir = MappedIr(core, self.dir / "embed.xml")
+        self._text_table = self._embed_ir.largest_constant()  # only its pages: the rest is read every call
+        self.embed = core.compile_model(self._embed_ir.model, device, self.properties("talker"))
         self.core = core
         self._offline: ov.CompiledModel | None = None  # compiled on first use
         self._embed_req = self.embed.create_infer_request()
@@ -99,7 +105,9 @@ class LoadedModel:
         frames = np.zeros((0, self.spec.talker.num_code_groups), np.int64) if frames is None else frames
         out = self._embed_req.infer({"text_ids": text_ids.astype(np.int64), "codec_ids": codec_ids.astype(np.int64),
                                      "frame_codes": frames.astype(np.int64)})
-        return out["embeds"].copy(), out["frame_embeds"].copy()
+        embeds, frame_embeds = out["embeds"].copy(), out["frame_embeds"].copy()
+        self._embed_ir.release(*self._text_table)
+        return embeds, frame_embeds
 
     def decode_offline(self, codes: np.ndarray, prefix: np.ndarray | None = None) -> np.ndarray:
         """PCM of a whole utterance's codes [T, 16] in one call of the offline decoder; with

@@ -15,11 +15,14 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
 from .sampling import SamplingParams
+
+if TYPE_CHECKING:  # the contract imports no model code at run time
+    from .loaded_model import LoadedModel
 
 SUBCODE_STEPS = 15  # codebooks 1-15, filled by one subcode call per frame
 GROUPS = SUBCODE_STEPS + 1  # codes per frame
@@ -161,3 +164,12 @@ def prefix_cache_supported(device: str) -> bool:
     CPU plugin computes in the host tensors the runner allocated, which it can copy; whether
     another device's plugin keeps the cache there is not established."""
     return device.split(".")[0] == "CPU"
+
+
+def paces(model: LoadedModel, schedule: ChunkSchedule) -> bool:
+    """A runner's `can_pace` for `schedule`, known before it compiles anything: the steady
+    graphs it compiles are LoadedModel.codec_graphs'."""
+    if schedule.offline:
+        return False
+    steady = model.codec_graphs((schedule.first, schedule.steady))["steady"]
+    return short_chunks_carry_on(schedule, set(steady) & set(model.any_length_chunks()))

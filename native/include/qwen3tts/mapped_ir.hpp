@@ -46,4 +46,11 @@ class MappedIr {
   std::shared_ptr<ov::Model> model_;
 };
 
+// Drops the resident pages of [data, data + bytes) where they lie in a live MappedIr's
+// mapping (a weight the runner has copied: its pages are read once, so reading a graph's
+// weights matrix by matrix keeps only one matrix of the file resident, not the whole file
+// next to the copies); anywhere else (a model built in memory) nothing. Never changes a
+// number: a private, read-only file mapping faults a dropped page back in from the file.
+void release_mapped(const void* data, size_t bytes);
+
 }  // namespace qwen3tts

@@ -206,7 +206,7 @@ def _limit(r: Report) -> list[str]:
 
 
 MEMORY_STAGES = {
-    "before": "before the runner: Python, OpenVINO, tokenizer, prompt-embedding graph",
+    "before": "before the runner: Python, OpenVINO, tokenizer, prompt-embedding graph, codec lead graph",
     "codec": "codec decoder chunk graph(s)",
     "talker": "talker (its KV pool is allocated, not yet touched)",
     "subcode": "subcode graph",
