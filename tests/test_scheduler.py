@@ -207,12 +207,14 @@ def test_the_frame_cap_stops_a_request_without_eos(model):
 
 def test_timeouts_end_requests_waiting_or_running(model):
     sched = Scheduler(model, EngineConfig(kv_blocks=2, max_frames=40, steady_chunk=8))
-    running = sched.submit(VoiceRequest("Hello there.", "english", "ryan"), params_for(model, None), timeout=0.3)
-    waiting = sched.submit(VoiceRequest("Hello again.", "english", "ryan"), params_for(model, None), timeout=0.2)
+    # timeouts well above a step's time: a first step may meet a collector's pass over the
+    # earlier tests' engines (measured up to ~1 s on a busy 2-core host)
+    running = sched.submit(VoiceRequest("Hello there.", "english", "ryan"), params_for(model, None), timeout=3.0)
+    waiting = sched.submit(VoiceRequest("Hello again.", "english", "ryan"), params_for(model, None), timeout=2.0)
     sched.tick()
     sched.tick()  # a voice's first request feeds its prompt prefix alone first (the prefix cache)
     assert sched.metrics().active == 1 and sched.metrics().queue_depth == 1
-    time.sleep(0.35)
+    time.sleep(3.05)
     sched.tick()
     for stream in (running, waiting):
         assert stream.result.reason == "timeout"
