@@ -6,7 +6,7 @@
 namespace qwen3tts {
 
 Int4Weights::Int4Weights(const ov::op::v0::Constant& q, const ov::op::v0::Constant& scale, const Kernels& kernels)
-    : QuantizedMatrix(kernels) {
+    : QuantizedMatrix(kernels, 2) {
   const ov::Shape& shape = q.get_shape();
   if (q.get_element_type() != ov::element::i4 || shape.size() != 3)
     throw std::invalid_argument("Int4Weights: expected i4 weights [N, groups, group]");
@@ -40,14 +40,8 @@ Int4Weights::Int4Weights(const ov::op::v0::Constant& q, const ov::op::v0::Consta
   }
 }
 
-void Int4Weights::multiply_part(const QuantizedRows& x, float* y, int part, int parts) const {
-  const int64_t blocks = rows_ / kBlockRows, pairs = (blocks + 1) / 2;
-  multiply_pairs(x, y, pairs * part / parts, pairs * (part + 1) / parts);
-}
-
-void Int4Weights::multiply_pairs(const QuantizedRows& x, float* y, int64_t begin, int64_t end) const {
-  const int64_t blocks = rows_ / kBlockRows;
-  kernels_->int4_blocks(nibbles_.data(), scales_.data(), x, 2 * begin, std::min(2 * end, blocks), rows_, y);
+void Int4Weights::multiply_passes(const QuantizedRows& x, float* y, int64_t begin, int64_t end) const {
+  kernels_->int4_blocks(nibbles_.data(), scales_.data(), x, 2 * begin, std::min(2 * end, blocks()), rows_, y);
 }
 
 }  // namespace qwen3tts

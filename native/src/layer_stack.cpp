@@ -141,7 +141,9 @@ void product(ThreadTeam& team, int rank, StackWork& work, const QuantizedMatrix&
              float* y) {
   QuantizedRows& q = work.quantized[rank];
   quantize_rows(m.kernels(), x, n, m.cols(), m.group(), q);
-  m.multiply_part(q, y, rank, team.size());
+  // passes handed out in chunks rather than split evenly: a member on a slower core (or one
+  // the system preempted) takes fewer instead of holding up the barrier
+  team.share(rank, m.passes(), [&](int64_t begin, int64_t end) { m.multiply_passes(q, y, begin, end); });
   team.barrier();
 }
 

@@ -20,7 +20,7 @@ void quantize_rows(const Kernels& kernels, const float* x, int64_t m, int64_t co
 }
 
 Int8Weights::Int8Weights(const ov::op::v0::Constant& q, const ov::op::v0::Constant& scale, const Kernels& kernels)
-    : QuantizedMatrix(kernels) {
+    : QuantizedMatrix(kernels, 1) {
   const ov::Shape& shape = q.get_shape();
   if (q.get_element_type() != ov::element::i8 || shape.size() != 2)
     throw std::invalid_argument("Int8Weights: expected i8 weights [N, K]");
@@ -51,9 +51,8 @@ void Int8Weights::row(int64_t n, float* out) const {
     out[k] = static_cast<float>(int{bytes[k / kInt8LineInputs * 64 + lane * 4 + k % kInt8LineInputs]} - 128) * scales_[n];
 }
 
-void Int8Weights::multiply_part(const QuantizedRows& x, float* y, int part, int parts) const {
-  const int64_t blocks = rows_ / kBlockRows;
-  kernels_->int8_blocks(bytes_.data(), scales_.data(), x, blocks * part / parts, blocks * (part + 1) / parts, rows_, y);
+void Int8Weights::multiply_passes(const QuantizedRows& x, float* y, int64_t begin, int64_t end) const {
+  kernels_->int8_blocks(bytes_.data(), scales_.data(), x, begin, end, rows_, y);  // a pass is one block
 }
 
 }  // namespace qwen3tts

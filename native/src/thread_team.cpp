@@ -26,7 +26,8 @@ void spin_until(Done done) {
 
 }  // namespace
 
-ThreadTeam::ThreadTeam(int size) : size_(size) {
+ThreadTeam::ThreadTeam(int size, std::chrono::microseconds idle_spin)
+    : size_(size), idle_spin_(idle_spin), members_(static_cast<size_t>(std::max(size, 1))) {
   if (size < 1) throw std::invalid_argument("a thread team needs at least one member");
   try {
     for (int rank = 1; rank < size; ++rank) threads_.emplace_back([this, rank] { serve(rank); });
@@ -41,24 +42,34 @@ ThreadTeam::~ThreadTeam() { stop(); }
 void ThreadTeam::stop() {
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    stop_ = true;
+    stopping_.store(true, std::memory_order_relaxed);
+    epoch_.fetch_add(1, std::memory_order_release);
   }
   wake_.notify_all();
   for (std::thread& thread : threads_) thread.join();
 }
 
+uint64_t ThreadTeam::await_job(uint64_t seen) {
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point until = Clock::now() + idle_spin_;
+  for (int i = 1;; ++i) {
+    const uint64_t epoch = epoch_.load(std::memory_order_acquire);
+    if (epoch != seen) return epoch;
+    _mm_pause();
+    if (i % 64 == 0 && Clock::now() >= until) break;  // the clock costs ~20 ns, a pause up to ~40
+  }
+  // run() and stop() change the epoch under the mutex, so it cannot change between this
+  // look and the wait: no wake-up is lost.
+  std::unique_lock<std::mutex> lock(mutex_);
+  wake_.wait(lock, [&] { return epoch_.load(std::memory_order_relaxed) != seen; });
+  return epoch_.load(std::memory_order_relaxed);  // the mutex orders job_ before it
+}
+
 void ThreadTeam::serve(int rank) {
-  uint64_t seen = 0;
-  for (;;) {
-    const std::function<void(int)>* job;
-    {
-      std::unique_lock<std::mutex> lock(mutex_);
-      wake_.wait(lock, [&] { return stop_ || epoch_ != seen; });
-      if (stop_) return;
-      seen = epoch_;
-      job = job_;
-    }
-    (*job)(rank);
+  for (uint64_t seen = 0;;) {
+    seen = await_job(seen);
+    if (stopping_.load(std::memory_order_relaxed)) return;
+    (*job_)(rank);
     finished_.fetch_add(1, std::memory_order_release);
   }
 }
@@ -72,9 +83,9 @@ void ThreadTeam::run(const std::function<void(int)>& job) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     job_ = &job;
-    ++epoch_;
+    epoch_.fetch_add(1, std::memory_order_release);
   }
-  wake_.notify_all();
+  wake_.notify_all();  // no system call when every member is still spinning
   job(0);
   spin_until([&] { return finished_.load(std::memory_order_acquire) == size_ - 1; });
 }
@@ -87,6 +98,22 @@ void ThreadTeam::barrier() {
     barriers_.store(passed + 1, std::memory_order_release);
   } else {
     spin_until([&] { return barriers_.load(std::memory_order_acquire) != passed; });
+  }
+}
+
+ThreadTeam::Chunk ThreadTeam::claim(uint32_t round, int64_t count) {
+  uint64_t seen = chunks_.load(std::memory_order_relaxed);
+  for (;;) {
+    const auto ahead = static_cast<int32_t>(static_cast<uint32_t>(seen >> 32) - round);  // wraps safely
+    if (ahead > 0) return {0, 0};  // a later round has begun: every item of this one is claimed
+    const int64_t begin = ahead == 0 ? static_cast<int64_t>(seen & 0xFFFFFFFFu) : 0;  // else this round begins
+    if (begin >= count) return {0, 0};
+    // a share of what is left: large chunks first, single items at the end
+    const int64_t end = std::min(count, begin + std::max<int64_t>(1, (count - begin) / (2 * size_)));
+    // relaxed: the counter only splits the items; the barrier after the work publishes the results
+    if (chunks_.compare_exchange_weak(seen, (uint64_t{round} << 32) | static_cast<uint64_t>(end),
+                                      std::memory_order_relaxed))
+      return {begin, end};
   }
 }
 

@@ -27,10 +27,10 @@ class Int4Weights : public QuantizedMatrix {
   // From nncf's constants: q [N, K/group, group] i4 and scale [N, K/group, 1] (f16 or f32).
   Int4Weights(const ov::op::v0::Constant& q, const ov::op::v0::Constant& scale,
               const Kernels& kernels = best_kernels());
-  void multiply_part(const QuantizedRows& x, float* y, int part, int parts) const override;
+  // A pass is a pair of blocks (the last may be alone), which share the activations' loads.
+  void multiply_passes(const QuantizedRows& x, float* y, int64_t begin, int64_t end) const override;
 
  private:
-  void multiply_pairs(const QuantizedRows& x, float* y, int64_t begin, int64_t end) const;  // pairs of blocks
   WeightBytes nibbles_;  // [N/16][K/8][64]
   std::vector<float> scales_;     // [N/16][K/group][16]
 };

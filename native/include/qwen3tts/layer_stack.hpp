@@ -98,8 +98,10 @@ struct StackWork {
   void prepare(const LayerStack& s, int64_t rows, int members, int64_t widest);
 };
 
-// y [n × rows of m] = x [n × cols] · mᵀ, split over the team; ends at a barrier. Each member
-// quantizes the same rows itself: less than a barrier costs.
+// y [n × rows of m] = x [n × cols] · mᵀ, its output blocks shared out over the team in chunks
+// (ThreadTeam::share); ends at a barrier. Each member quantizes the same rows itself: less than
+// a barrier costs. Each output row is summed by one member in one order, whichever member
+// and however many there are: the same floats on any team.
 void product(ThreadTeam& team, int rank, StackWork& work, const QuantizedMatrix& m, const float* x, int64_t n,
              float* y);
 

@@ -3,7 +3,7 @@
 // (as the CPU plugin's dynamic quantization does), the weights stay as nncf stored them (INT4
 // group-wise, int4_weights.hpp, or INT8 per row, here), repacked for the kernels of one
 // instruction set (kernels.hpp). A product can be split by output blocks over the members of
-// a ThreadTeam.
+// a ThreadTeam (layer_stack.hpp's product()).
 #pragma once
 
 #include <cstdint>
@@ -43,13 +43,24 @@ class QuantizedMatrix {
   int64_t group() const { return group_; }
   // The instruction set's kernels this matrix is multiplied by.
   const Kernels& kernels() const { return *kernels_; }
-  // The output blocks of part `part` of `parts` (rows split by whole blocks, evenly): every
-  // part of one product may run at once, each on its own thread.
-  virtual void multiply_part(const QuantizedRows& x, float* y, int part, int parts) const = 0;
+  // Output blocks of kBlockRows rows, and how many of them a pass of the kernel takes together
+  // (INT4: two, which share the activations' loads): a product is split by whole passes.
+  int64_t blocks() const { return rows_ / kBlockRows; }
+  int64_t pass_blocks() const { return pass_blocks_; }
+  int64_t passes() const { return (blocks() + pass_blocks_ - 1) / pass_blocks_; }
+  // y's blocks of passes [begin, end). Every row is summed in the same order whichever range
+  // it falls in, so any split of one product gives the same floats; its ranges may run at
+  // once, each on its own thread.
+  virtual void multiply_passes(const QuantizedRows& x, float* y, int64_t begin, int64_t end) const = 0;
+  // The passes of part `part` of `parts`, split evenly (the whole product: 0 of 1).
+  void multiply_part(const QuantizedRows& x, float* y, int part, int parts) const {
+    multiply_passes(x, y, passes() * part / parts, passes() * (part + 1) / parts);
+  }
 
  protected:
-  explicit QuantizedMatrix(const Kernels& kernels) : kernels_(&kernels) {}
+  QuantizedMatrix(const Kernels& kernels, int64_t pass_blocks) : pass_blocks_(pass_blocks), kernels_(&kernels) {}
   int64_t rows_ = 0, cols_ = 0, group_ = 0;
+  const int64_t pass_blocks_;
   const Kernels* kernels_;
 };
 
@@ -61,7 +72,7 @@ class Int8Weights : public QuantizedMatrix {
   // quantized per group of 128 inputs (or of K, if 128 does not divide it).
   Int8Weights(const ov::op::v0::Constant& q, const ov::op::v0::Constant& scale,
               const Kernels& kernels = best_kernels());
-  void multiply_part(const QuantizedRows& x, float* y, int part, int parts) const override;
+  void multiply_passes(const QuantizedRows& x, float* y, int64_t begin, int64_t end) const override;
   // Row n dequantized, q · scale: an embedding table's lookup.
   void row(int64_t n, float* out) const;
 
