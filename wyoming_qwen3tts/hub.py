@@ -4,6 +4,7 @@ handler of its own to its logger, which also propagates to ours: each of its war
 one per retry) would be printed twice."""
 from __future__ import annotations
 
+import importlib
 import logging
 from types import ModuleType
 
@@ -12,6 +13,8 @@ def import_hub() -> ModuleType:
     """The huggingface_hub module (ImportError without it), its own handler removed."""
     import huggingface_hub
 
+    # the module that attaches the handler, loaded now (the package imports its parts lazily)
+    importlib.import_module("huggingface_hub.utils.logging")
     hub_log = logging.getLogger("huggingface_hub")
     for handler in list(hub_log.handlers):
         hub_log.removeHandler(handler)
