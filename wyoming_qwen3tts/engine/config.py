@@ -44,10 +44,11 @@ class EngineConfig:
     # the first frame after a one-position prefill, whatever the text's length
     text_layout: str = "auto"
     # the first 40 ms of a stream's first frame decoded ahead of the rest and sent at once
-    # (engine/codec_lead.py; a conversion of format 5 has the graph): first audio ~10 ms sooner
-    # on a 2-core CPU, for one more compiled decoder (~0.2 GB with bf16) and ~8 ms more work
-    # per request; used only where the rest of the frame then comes before the lead has played
-    codec_lead: bool = True
+    # (engine/codec_lead.py; a conversion of format 5 has the graph): first audio 4-10 ms sooner
+    # on a 2-core CPU, for one more compiled decoder (+264 MB at 0.6B with bf16) and ~8 ms more
+    # work per request; used only where the rest of the frame then comes before the lead has
+    # played. Off by default: the memory buys too little (docs/BENCHMARKS.md, "The codec lead's price")
+    codec_lead: bool = False
 
     def validate(self) -> None:
         """Raises ValueError naming the first bad field."""

@@ -91,6 +91,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--precision", choices=PRECISION_SETTINGS, default="f32",
                         help="our compute precision (auto: per graph and device)")
     parser.add_argument("--bandwidth-mb", type=int, default=1024, help="buffer read to measure bandwidth")
+    parser.add_argument("--codec-lead", action=argparse.BooleanOptionalAction, default=False,
+                        help="decode a stream's first 40 ms ahead of the rest of its first frame (engine.codec_lead; "
+                             "default off, as the server's)")
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args(argv)
     if args.frames < 2 or args.runs < 1 or args.probe_frames < 1:
@@ -155,7 +158,7 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> Report:
     contention = Contention.start()  # from here on, every figure is a measurement
     work = Workload(args.text, args.speaker, args.language, args.frames, args.runs)
     setup = EngineSetup(backend=args.backend, precision=args.precision, threads=args.threads,
-                        max_batch=max(args.streams), kernels=args.kernels)
+                        max_batch=max(args.streams), kernels=args.kernels, codec_lead=args.codec_lead)
     bandwidth = read_bandwidth(args.bandwidth_mb)
     log.info("read bandwidth: %s GB/s", ", ".join(f"{n} thread(s) {s.text()}" for n, s in bandwidth.gb_per_s.items()))
     ours = merged([run_isolated(bench_ours, converted, work, group, setup) for group in process_groups(args.streams)])

@@ -274,7 +274,8 @@ def markdown(r: Report) -> str:
               f"- Ours: {o.setup.backend} backend, {r.model['options']['weights'].upper()} weights "
               f"({', '.join(f'{g} {f}' for g, f in r.model['graphs'].items() if g in LM_GRAPHS)}), "
               f"{_compute(o)} compute, {o.setup.kv_precision} KV cache, codec chunks "
-              f"{o.setup.first_chunk} then {o.setup.steady_chunk}, threads {o.setup.threads or m['cores']}, "
+              f"{o.setup.first_chunk} then {o.setup.steady_chunk}, codec lead {'on' if o.setup.codec_lead else 'off'}, "
+              f"threads {o.setup.threads or m['cores']}, "
               f"talker {o.talker_runtime}, code predictor {o.subcode_runtime}, "
               f"load {o.load_s:.1f} s",
               "- Peers: " + ("; ".join(_peer_line(peer) for peer in peers(r).values()) or "none (--peers none)"),

@@ -54,6 +54,7 @@ class EngineSetup:
     steady_chunk: int = 8
     max_batch: int = 8  # the engine's batch and queue limit, the same in every process (the most streams)
     kernels: str = "auto"  # engine.kernels: the instruction set of the native runner's own kernels
+    codec_lead: bool = False  # engine.codec_lead: a stream's first 40 ms decoded ahead (one more decoder)
 
 
 @dataclass
@@ -189,7 +190,7 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
     start = time.perf_counter()
     config = EngineConfig(max_batch=setup.max_batch, max_queue=setup.max_batch, min_frames=work.frames,
                           max_frames=work.frames, first_chunk=setup.first_chunk, steady_chunk=setup.steady_chunk,
-                          backend=setup.backend, kernels=setup.kernels)
+                          backend=setup.backend, kernels=setup.kernels, codec_lead=setup.codec_lead)
     engine = open_engine(model_dir, config, Placement(precision=setup.precision, kv_precision=setup.kv_precision,
                                                       threads=setup.threads))
     model = engine.model
