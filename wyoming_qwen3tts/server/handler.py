@@ -20,11 +20,9 @@ from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
-from ..engine.stream import AudioStream
-from ..engine.utterance import Utterance
 from .holdback import Holdback
 from .service import Service, ServiceSlot
-from .speech import Speech, SpeechError, Synth, error_code
+from .speech import Speech, SpeechError, error_code
 from .text import SentenceSplitter, TextTooLong, normalize, split_sentences
 from .text_stream import SentenceStream
 from .wire import BadEvent, read_event
@@ -166,7 +164,7 @@ class TtsHandler(AsyncEventHandler):
         # its one-shot reader plays nothing before audio-stop, so holding a one-shot start would
         # delay its first audio without preventing any gap a listener hears.
         holdback = Holdback(settings.holdback_s if streaming else 0.0)
-        speech = Speech(lambda: self._synth(label, name, language, words, streaming), self._send,
+        speech = Speech(lambda: self.slot.synth(label, name, language, words, streaming), self._send,
                         settings.samples_per_chunk, streaming, label, self.slot.profile, holdback)
         if self.slot.stopping:
             speech.fail(SpeechError("the server is shutting down", "ShuttingDown"))
@@ -195,26 +193,6 @@ class TtsHandler(AsyncEventHandler):
                 active.discard(speech)
 
         self._tasks.append(asyncio.create_task(after()))
-
-    async def _synth(self, label: str, name: str | None, language: str | None, words: bool, paced: bool) -> Synth:
-        """The way to the engine, once the model is loaded (waiting for it, bounded) and the
-        voice resolved; raises SpeechError or the voice's ValueError. words: sentences start
-        with their first words, as utterances that grow (word-level feeding). paced: the
-        client plays the audio as it arrives (a streamed response), so the engine sends short
-        chunks until it is ahead (engine/pacing.py), for a sentence heard as soon as it has
-        audio (Synth)."""
-        service: Service = await self.slot.ready()
-        entry, lang = service.catalogue.resolve(name, language)
-        log.info("%s: voice %s, language %s", label, entry.name, lang)
-        engine, params = service.engine, service.params
-
-        def submit(sentence: str, heard: bool) -> AudioStream:
-            return engine.submit(entry.request(sentence, lang), params, paced=paced and heard)
-
-        def open_utterance(heard: bool) -> Utterance:
-            return engine.open(entry.request("", lang), params, paced=paced and heard)
-
-        return Synth(submit, open_utterance if words else None)
 
     def _add(self, speech: Speech, pieces: Callable[[], list]) -> None:
         """Queue what `pieces()` gives: raw sentences (normalized here, empty ones dropped) or

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import logging
 import time
 from dataclasses import dataclass, field
 
@@ -13,9 +14,13 @@ from .. import __version__
 from ..config import ServerSettings
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
+from ..engine.stream import AudioStream
+from ..engine.utterance import Utterance
 from .profile import Profile
-from .speech import Speech, SpeechError
+from .speech import Speech, SpeechError, Synth
 from .voices import Catalogue, build_info
+
+log = logging.getLogger(__name__)
 
 POLL_S = 0.05  # how often a request waiting for the model looks again (the model loads on another thread)
 
@@ -76,6 +81,27 @@ class ServiceSlot:
                 raise SpeechError(f"the model is still loading after waiting {self.settings.loading_wait:.0f} s "
                                  f"(the first start downloads and converts it); try again shortly", "NotReady")
             await asyncio.sleep(POLL_S)
+
+    async def synth(self, label: str, name: str | None, language: str | None, words: bool, paced: bool) -> Synth:
+        """The way to the engine for one response, once the model is loaded (waiting for it,
+        bounded) and the voice resolved; raises SpeechError or the voice's ValueError. Every
+        protocol's responses come through here, so they join the same continuous batching.
+        words: sentences start with their first words, as utterances that grow (word-level
+        feeding). paced: the client plays the audio as it arrives (a streamed response), so
+        the engine sends short chunks until it is ahead (engine/pacing.py), for a sentence
+        heard as soon as it has audio (Synth)."""
+        service = await self.ready()
+        entry, lang = service.catalogue.resolve(name, language)
+        log.info("%s: voice %s, language %s", label, entry.name, lang)
+        engine, params = service.engine, service.params
+
+        def submit(sentence: str, heard: bool) -> AudioStream:
+            return engine.submit(entry.request(sentence, lang), params, paced=paced and heard)
+
+        def open_utterance(heard: bool) -> Utterance:
+            return engine.open(entry.request("", lang), params, paced=paced and heard)
+
+        return Synth(submit, open_utterance if words else None)
 
     def in_flight(self) -> list[Speech]:
         return [s for s in self.active if not s.done]
