@@ -26,6 +26,14 @@ def config_for(source: str, data_dir, **settings) -> ServerConfig:
     return dataclasses.replace(config, **settings)
 
 
+def spec_of(config: ServerConfig):
+    return loading.read_voice_spec(config.model_entries[0], config.model.data_path)
+
+
+def preview_of(config: ServerConfig):
+    return loading.preview_directory(config, loading.plan(config))
+
+
 def voice_fields(spec) -> tuple:
     return spec.model_type, spec.model_size, dict(spec.languages), spec.speakers
 
@@ -43,7 +51,7 @@ def test_a_converted_or_checkpoint_directory_gives_the_models_voices(converted_f
     converted = converted_factory("tiny", "custom_voice", "int8")
     _, spec = read_converted(converted)
     for source in (converted, checkpoint_factory("tiny", "custom_voice")):
-        assert voice_fields(loading.read_voice_spec(config_for(str(source), tmp_path))) == voice_fields(spec)
+        assert voice_fields(spec_of(config_for(str(source), tmp_path))) == voice_fields(spec)
 
 
 def test_the_preview_advertises_what_the_loaded_model_will(converted_factory, tmp_path, no_download):
@@ -51,8 +59,8 @@ def test_the_preview_advertises_what_the_loaded_model_will(converted_factory, tm
     _, spec = read_converted(converted)
     voices = (VoiceConfig(name="narrator", speaker="ryan", language="en", description="Narrator"),)
     config = config_for(str(converted), tmp_path, voices=voices)
-    preview = loading.preview_catalogue(config)
-    assert preview is not None and preview.preview
+    preview = preview_of(config)
+    assert preview is not None and preview.catalogues[0].preview
     assert build_info(preview, __version__) == build_info(Catalogue(spec, voices), __version__)
     assert len(preview.voices) == 10
 
@@ -60,7 +68,7 @@ def test_the_preview_advertises_what_the_loaded_model_will(converted_factory, tm
 def test_a_hub_id_uses_an_earlier_conversion_without_downloading(converted_factory, tmp_path, no_download):
     done = conversion_dir(REPO, tmp_path, "int8")
     shutil.copytree(converted_factory("tiny", "custom_voice", "int8"), done)
-    spec = loading.read_voice_spec(config_for(REPO, tmp_path))
+    spec = spec_of(config_for(REPO, tmp_path))
     assert spec is not None and spec.model_type == "custom_voice" and len(spec.speakers) == 9
 
 
@@ -72,7 +80,7 @@ def test_a_hub_id_downloads_config_json_alone(checkpoint_factory, tmp_path, monk
         return str(checkpoint_factory("tiny", "custom_voice") / "config.json")
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", fake_download)
-    spec = loading.read_voice_spec(config_for(f"{REPO}@abc123", tmp_path))
+    spec = spec_of(config_for(f"{REPO}@abc123", tmp_path))
     assert asked == [(REPO, "config.json", "abc123")]
     assert spec.model_type == "custom_voice" and "english" in spec.supported_languages
 
@@ -83,17 +91,17 @@ def test_an_unreachable_hub_leaves_the_voice_list_unknown(tmp_path, monkeypatch,
 
     monkeypatch.setattr(huggingface_hub, "hf_hub_download", offline)
     with caplog.at_level(logging.WARNING, logger="wyoming-qwen3tts"):
-        assert loading.preview_catalogue(config_for(REPO, tmp_path)) is None
-    assert "not known before the model is loaded" in caplog.text and "network unreachable" in caplog.text
+        assert preview_of(config_for(REPO, tmp_path)) is None
+    assert "not known before it is loaded" in caplog.text and "network unreachable" in caplog.text
 
 
 def test_a_bad_source_or_default_voice_fails_before_any_download(tmp_path, converted_factory, no_download):
     with pytest.raises(ModelSourceError, match="neither a directory nor a hub repo id"):
-        loading.preview_catalogue(config_for("not a model", tmp_path))
+        preview_of(config_for("not a model", tmp_path))
     config = config_for(str(converted_factory("tiny", "custom_voice", "int8")), tmp_path)
     config = dataclasses.replace(config, server=dataclasses.replace(config.server, default_voice="nobody"))
     with pytest.raises(CatalogueError, match="nobody"):
-        loading.preview_catalogue(config)
+        preview_of(config)
 
 
 def test_a_base_model_lists_clone_voices_whose_recording_exists(checkpoint_factory, tmp_path, no_download):
@@ -103,7 +111,7 @@ def test_a_base_model_lists_clone_voices_whose_recording_exists(checkpoint_facto
               VoiceConfig(name="ghost", ref_audio=str(tmp_path / "missing.wav"), x_vector_only=True),
               VoiceConfig(name="designed", instruct="A calm voice."))
     config = config_for(str(checkpoint_factory("tiny", "base")), tmp_path, voices=voices)
-    preview = loading.preview_catalogue(config)
+    preview = preview_of(config)
     assert [v.name for v in preview.voices] == ["anna"]
     assert len(preview.errors) == 2
     info = build_info(preview, __version__).tts[0]
@@ -115,5 +123,5 @@ def test_config_json_of_a_checkpoint_is_read_as_is(checkpoint_factory, tmp_path,
     cannot disagree on speakers or languages."""
     source = checkpoint_factory("tiny", "custom_voice")
     raw = json.loads((source / "config.json").read_text())
-    spec = loading.read_voice_spec(config_for(str(source), tmp_path))
+    spec = spec_of(config_for(str(source), tmp_path))
     assert {s.name for s in spec.speakers} == {n.lower() for n in raw["talker_config"]["spk_id"]}

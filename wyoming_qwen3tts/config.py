@@ -40,6 +40,7 @@ class ModelConfig:
     source: str = DEFAULT_MODEL  # a qwen3tts-convert output dir, a checkpoint dir, or a hub repo id
     data_dir: str = "~/.cache/wyoming-qwen3tts"  # conversions of checkpoints and repo ids
     weights: str = "int8"  # weight format of those conversions
+    memory_budget_mb: int | None = None  # several models: unload the least recently used idle one beyond this
 
     @property
     def data_path(self) -> Path:
@@ -49,6 +50,22 @@ class ModelConfig:
         _non_empty("model.source", self.source)
         _non_empty("model.data_dir", self.data_dir)
         _one_of("model.weights", self.weights, WEIGHT_FORMATS)
+        if self.memory_budget_mb is not None and self.memory_budget_mb < 1:
+            raise ConfigError(f"model.memory_budget_mb: must be >= 1, got {self.memory_budget_mb}")
+
+
+@dataclass(frozen=True)
+class ModelEntry:
+    """One of several models served together (`models:`); data_dir is model.data_dir."""
+
+    source: str
+    weights: str | None = None  # None: model.weights
+    preload: bool = True  # False: loaded on its first request (which waits up to server.loading_wait)
+
+    def validate(self, where: str) -> None:
+        _non_empty(f"{where}.source", self.source)
+        if self.weights is not None:
+            _one_of(f"{where}.weights", self.weights, WEIGHT_FORMATS)
 
 
 @dataclass(frozen=True)
@@ -135,6 +152,7 @@ class VoiceConfig:
     ref_audio: str | None = None
     ref_text: str | None = None
     x_vector_only: bool = False
+    model: int | str | None = None  # several models: which serves it (index in models:, or its source)
 
     def validate(self, where: str) -> None:
         for name in ("name", "description", "language", "speaker", "instruct", "ref_audio", "ref_text"):
@@ -165,9 +183,35 @@ class ServerConfig:
     precision: PrecisionConfig = field(default_factory=PrecisionConfig)
     server: ServerSettings = field(default_factory=ServerSettings)
     voices: tuple[VoiceConfig, ...] = ()
+    models: tuple[ModelEntry, ...] = ()  # several models served together; empty: model.source alone
+
+    @property
+    def model_entries(self) -> tuple[ModelEntry, ...]:
+        """Every model served, in order (one: model.source), each with its weight format."""
+        entries = self.models or (ModelEntry(self.model.source),)
+        return tuple(dataclasses.replace(m, weights=m.weights or self.model.weights) for m in entries)
+
+    def model_index(self, voice: int) -> int | None:
+        """The model `voices[voice]` names (its index in model_entries), None if it names none;
+        ConfigError for a model not served."""
+        ref, where = self.voices[voice].model, f"voices[{voice}].model"
+        entries = self.model_entries
+        if ref is None:
+            return None
+        if isinstance(ref, int):
+            if not 0 <= ref < len(entries):
+                raise ConfigError(f"{where}: {ref} is not a model index (models: 0-{len(entries) - 1})")
+            return ref
+        matches = [i for i, m in enumerate(entries) if m.source == ref]
+        if not matches:
+            raise ConfigError(f"{where}: {ref!r} is not the source of a served model "
+                              f"(models: {', '.join(m.source for m in entries)})")
+        return matches[0]
 
     def validate(self) -> None:
         self.model.validate()
+        for i, entry in enumerate(self.models):
+            entry.validate(f"models[{i}]")
         try:
             self.engine.validate()
         except ValueError as e:
@@ -182,6 +226,7 @@ class ServerConfig:
             if key in seen:
                 raise ConfigError(f"voices[{i}].name: {voice.name!r} is already the name of voices[{seen[key]}]")
             seen[key] = i
+            self.model_index(i)
 
 
 def load_config(path: str | Path | None = None) -> ServerConfig:
@@ -214,7 +259,7 @@ def load_config(path: str | Path | None = None) -> ServerConfig:
 
 # Command-line flag → the settings it overrides.
 _FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
-    "model": (("model", "source"),),
+    "model": (("model", "source"),),  # a list: one replaces the models, several become models:
     "data_dir": (("model", "data_dir"),),
     "weights": (("model", "weights"),),
     "device": (("devices", "talker"), ("devices", "subcode"), ("devices", "decoder")),
@@ -250,6 +295,15 @@ def apply_overrides(config: ServerConfig, **flags: Any) -> ServerConfig:
     """`config` with command-line values applied and validated again; a None value keeps the
     configured one (so boolean flags need `default=None`, not False). `device` sets all three
     devices; a per-graph device flag given with it wins for that graph."""
+    sources = flags.pop("model", None)
+    if isinstance(sources, (list, tuple)) and sources:
+        if len(sources) == 1:
+            config = dataclasses.replace(config, models=(), model=dataclasses.replace(config.model,
+                                                                                       source=sources[0]))
+        else:
+            config = dataclasses.replace(config, models=tuple(ModelEntry(s) for s in sources))
+    elif sources is not None:
+        flags["model"] = sources
     changes: dict[str, dict[str, Any]] = {}
     ordered = sorted(flags.items(), key=lambda item: item[0] != "device")  # "device" first
     for flag, value in ordered:
@@ -299,9 +353,20 @@ def _typed(hint: Any, value: Any, where: str) -> Any:
         options = [a for a in typing.get_args(hint) if a is not type(None)]
         if value is None and len(options) < len(typing.get_args(hint)):
             return None
-        if len(options) != 1:
+        if any(o not in _TYPE_NAMES for o in options[1:]):
             raise TypeError(f"unsupported setting type {hint}")
-        return _typed(options[0], value, where)
+        for option in options[:-1]:  # plain types: the first that takes the value (int | str)
+            try:
+                return _typed(option, value, where)
+            except ConfigError:
+                continue
+        try:
+            return _typed(options[-1], value, where)
+        except ConfigError:
+            if len(options) == 1:
+                raise
+            raise ConfigError(f"{where}: expected {' or '.join(_TYPE_NAMES[o] for o in options)}, "
+                              f"got {_shown(value)}") from None
     if origin is tuple:
         args = typing.get_args(hint)
         if len(args) != 2 or args[1] is not Ellipsis:

@@ -27,7 +27,8 @@ from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISION_SETTINGS, describe
 from ..engine.native import kernel_isas
 from ..engine.stream import EngineError
 from .handler import Service, ServiceSlot, TtsHandler
-from .loading import build_service, preview_catalogue, requested_devices
+from .loading import build_service, plan, preview_directory, requested_devices
+from .model_set import ModelSet
 from .models import ModelSourceError
 from .speech import SpeechError
 from .voices import CatalogueError
@@ -42,7 +43,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     """Flags default to None: a flag given overrides config.yaml, one not given keeps it."""
     parser = argparse.ArgumentParser(prog="wyoming-qwen3tts", description=__doc__)
     parser.add_argument("--config", type=Path, help="config.yaml (default: built-in defaults)")
-    parser.add_argument("--model", help="converted directory, Hugging Face checkpoint directory, or hub repo id")
+    parser.add_argument("--model", action="append", help="converted directory, Hugging Face checkpoint directory, or "
+                        "hub repo id; give it again to serve several models together (replaces config.yaml's)")
     parser.add_argument("--data-dir", help="where checkpoints and repo ids are converted and kept")
     parser.add_argument("--weights", choices=WEIGHT_FORMATS,
                         help="weight format of those conversions (int4: the fast preset)")
@@ -118,6 +120,11 @@ def in_daemon_thread(fn: Callable[..., T], *args: Any) -> asyncio.Future[T]:
     return future
 
 
+async def either(*futures: asyncio.Future[Any]) -> None:
+    """Until the first of `futures` is done."""
+    await asyncio.wait(futures, return_when=asyncio.FIRST_COMPLETED)
+
+
 def stop_signal() -> asyncio.Future[str]:
     """Resolves with the name of the first SIGTERM or SIGINT."""
     loop = asyncio.get_running_loop()
@@ -134,48 +141,58 @@ def stop_signal() -> asyncio.Future[str]:
 
 
 async def serve(config: ServerConfig) -> None:
-    """Listen at once, learn the voice list (from the model's config.json: seconds), load the
-    model (minutes on a first start: download and conversion), then serve until SIGTERM or
+    """Listen at once, learn the voice list (from the models' config.json: seconds), load the
+    models (minutes on a first start: download and conversion), then serve until SIGTERM or
     SIGINT. describe is answered as soon as the voice list is known; requests that arrive
-    while the model loads wait for it (server.loading_wait). The engine is closed while the
-    event loop still runs, so the requests it aborts can end their streams on it."""
+    while their model loads wait for it (server.loading_wait). The engines are closed while
+    the event loop still runs, so the requests they abort can end their streams on it."""
     start, uri = time.monotonic(), config.server.uri
     slot = ServiceSlot(settings=config.server)
     if uri.startswith("stdio://"):  # our own read loop: bounded reads, and the end of input
-        service = await asyncio.to_thread(build_service, config)
-        slot.load(service)  # finishes replies
+        plans = await asyncio.to_thread(plan, config)
+        for each in plans:
+            slot.load(await asyncio.to_thread(build_service, config, each, len(plans)))  # finishes replies
         try:
             await TtsHandler(slot, await async_get_stdin(), await async_get_stdout()).run()
         finally:
-            await asyncio.to_thread(service.engine.close)
+            for service in slot.services.values():
+                await asyncio.to_thread(service.engine.close)
         return
     stopped = stop_signal()
     server = AsyncServer.from_uri(uri)
     await server.start(partial(TtsHandler, slot))
     log.info("listening on %s", uri)
+    models: ModelSet | None = None
     try:
-        steps: list[tuple[str, Callable[[ServerConfig], Any], Callable[[Any], None]]] = [
-            ("reading the voice list", preview_catalogue, slot.publish),
-            ("loading the model", build_service, slot.load)]
-        for doing, step, take in steps:
-            work = in_daemon_thread(step, config)
-            await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            if stopped.done():
-                log.info("%s while %s: abandoning it", stopped.result(), doing)
-                return
-            if (result := work.result()) is not None:
-                take(result)
+        work = in_daemon_thread(plan, config)
+        await either(work, stopped)
+        if stopped.done():
+            log.info("%s while reading the voice list: abandoning it", stopped.result())
+            return
+        plans = work.result()
+        if (directory := preview_directory(config, plans)) is not None:
+            slot.publish(directory)
+        models = slot.loader = ModelSet(config, plans, slot, asyncio.get_running_loop())
+        loading = asyncio.ensure_future(models.preload())
+        await either(loading, stopped)
+        if stopped.done():
+            loading.cancel()
+            log.info("%s while loading the models: abandoning it", stopped.result())
+            return
+        loading.result()
+        if not slot.services and all(p.entry.preload for p in plans):
+            raise EngineError("no model could be loaded (see the errors above)")
         if config.server.zeroconf:
             await announce(uri, config.server.zeroconf)
         log.info("ready on %s, %.1f s after start", uri, time.monotonic() - start)
         await stopped
     finally:
-        await shutdown(server, slot, stopped.result() if stopped.done() else "an error")
+        await shutdown(server, slot, stopped.result() if stopped.done() else "an error", models)
 
 
-async def shutdown(server: AsyncServer, slot: ServiceSlot, why: str) -> None:
+async def shutdown(server: AsyncServer, slot: ServiceSlot, why: str, models: ModelSet | None = None) -> None:
     """Refuse new requests, give those in flight SHUTDOWN_GRACE_S to finish, cancel the rest
-    (each still ends with an error and its end marker), close the connections and the engine."""
+    (each still ends with an error and its end marker), close the connections and the engines."""
     slot.stopping = True
     in_flight = slot.in_flight()
     if in_flight:
@@ -190,8 +207,9 @@ async def shutdown(server: AsyncServer, slot: ServiceSlot, why: str) -> None:
     await slot.drain(ENDING_S)
     finished = sum(s not in cancelled for s in in_flight)
     await server.stop()
-    if slot.service is not None:
-        await asyncio.to_thread(slot.service.engine.close)
+    services = models.close() if models is not None else list(slot.services.values())
+    for service in services:
+        await asyncio.to_thread(service.engine.close)
     log.info("stopped: %d requests finished, %d cancelled", finished, len(cancelled))
     if slot.profile.enabled:
         log.info("%s", slot.profile.summary())

@@ -168,9 +168,9 @@ class TtsHandler(AsyncEventHandler):
                         settings.samples_per_chunk, streaming, label, self.slot.profile, holdback)
         if self.slot.stopping:
             speech.fail(SpeechError("the server is shutting down", "ShuttingDown"))
-        elif self.slot.catalogue is not None:
+        elif self.slot.directory is not None:
             try:
-                self.slot.catalogue.resolve(name, language)
+                self.slot.directory.resolve(name, language)
             except ValueError as e:
                 speech.fail(SpeechError(str(e), error_code(e)))
         self._speeches = [s for s in self._speeches if not s.done] + [speech]

@@ -6,7 +6,8 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 
@@ -14,7 +15,7 @@ import openvino as ov
 
 from .. import __version__
 from ..clone.cloner import CloneError, ClonePrompt, Cloner
-from ..config import ServerConfig, VoiceConfig
+from ..config import ModelEntry, ServerConfig, VoiceConfig
 from ..engine.devices import GRAPHS, place
 from ..engine.open import Placement, open_engine
 from ..engine.sampling import SamplingParams
@@ -23,6 +24,7 @@ from ..engine.stream import EngineError
 from ..hub import import_hub
 from ..model.spec import ConfigError as SpecError
 from ..model.spec import VoiceSpec, parse_voice_spec
+from .directory import Directory, ModelPlan, plan_models
 from .models import ModelSourceError, conversion_dir, prepare_model
 from .service import Service
 from .voices import Catalogue, build_info
@@ -64,68 +66,103 @@ def config_file(source: str, data_dir: Path, weights: str) -> Path:
     return download_config(repo, revision or None)
 
 
-def read_voice_spec(config: ServerConfig) -> VoiceSpec | None:
-    """The model's voice spec from its config.json, or None when that cannot be had now (the
+def read_voice_spec(entry: ModelEntry, data_dir: Path) -> VoiceSpec | None:
+    """A model's voice spec from its config.json, or None when that cannot be had now (the
     hub unreachable: loading the model says why, or succeeds from a cache)."""
-    model = config.model
     try:
-        file = config_file(model.source, model.data_path, model.weights)
+        file = config_file(entry.source, data_dir, entry.weights or "int8")
         return parse_voice_spec(json.loads(file.read_text(encoding="utf-8")), where=str(file))
     except ModelSourceError:
         raise
     except (OSError, ValueError, SpecError) as e:  # huggingface_hub's errors are OSErrors or ValueErrors
-        log.warning("the voice list is not known before the model is loaded (%s: %s); describe is not "
-                    "answered until then", type(e).__name__, e)
+        log.warning("the voices of %s are not known before it is loaded (%s: %s); describe is not "
+                    "answered until then", entry.source, type(e).__name__, e)
         return None
 
 
-def preview_catalogue(config: ServerConfig) -> Catalogue | None:
-    """The voices the server will offer, before the model is loaded (None: not known yet).
+def plan(config: ServerConfig) -> list[ModelPlan]:
+    """Which model serves which voice, from each model's config.json (server/directory.py)."""
+    with phase("voice list from the models' config.json"):
+        specs = [read_voice_spec(entry, config.model.data_path) for entry in config.model_entries]
+        return plan_models(config, specs)
+
+
+def catalogue_of(plan: ModelPlan, config: ServerConfig, several: bool,
+                 clone: Callable[[VoiceConfig], ClonePrompt] | None = None, preview: bool = False) -> Catalogue:
+    """One model's voices; with several models the directory checks the default voice."""
+    assert plan.spec is not None
+    return Catalogue(plan.spec, plan.voices, None if several else config.server.default_voice, clone,
+                     preview=preview, renames=plan.renames, may_be_empty=several)
+
+
+def preview_directory(config: ServerConfig, plans: list[ModelPlan]) -> Directory | None:
+    """The voices the server will offer, before any model is loaded (None: not known yet).
     A configuration that cannot serve any voice fails here, before minutes of download."""
-    with phase("voice list from the model's config.json"):
-        spec = read_voice_spec(config)
-        if spec is None:
-            return None
-        return Catalogue(spec, config.voices, config.server.default_voice, preview=True)
+    if any(p.spec is None for p in plans):
+        return None
+    several = len(plans) > 1
+    return Directory({p.index: catalogue_of(p, config, several, preview=True) for p in plans},
+                     config.server.default_voice)
 
 
 def requested_devices(config: ServerConfig) -> dict[str, str]:
     return {graph: getattr(config.devices, graph) for graph in GRAPHS}
 
 
-def build_service(config: ServerConfig) -> Service:
-    """Convert if needed, compile, start the engine, prepare the voices, warm up."""
-    start = time.monotonic()
+def build_service(config: ServerConfig, plan: ModelPlan | None = None, models: int = 1) -> Service:
+    """Convert if needed, compile, start the engine, prepare the voices, warm up: one model
+    (`plan`; None: config's only model), with a `models`-th of the KV cache budget."""
+    start, resident = time.monotonic(), resident_mb()
+    if plan is None:
+        (plan,) = plan_models(config, [read_voice_spec(config.model_entries[0], config.model.data_path)])
+    entry = plan.entry
     devices = place(requested_devices(config), ov.Core().available_devices)
-    with phase("model files (download and conversion when needed)"):
-        model_dir = prepare_model(config.model.source, config.model.data_path, config.model.weights)
+    with phase(f"model files of {entry.source} (download and conversion when needed)"):
+        model_dir = prepare_model(entry.source, config.model.data_path, entry.weights or config.model.weights)
     placement = Placement(devices["talker"], devices["subcode"], devices["decoder"], config.precision.inference,
                           config.precision.kv_cache, config.devices.threads, config.model.data_path / "ov-cache")
+    engine_config = config.engine if models == 1 else replace(
+        config.engine, kv_cache_mb=max(1, config.engine.kv_cache_mb // models),
+        kv_blocks=None if config.engine.kv_blocks is None else max(1, config.engine.kv_blocks // models))
     with phase("compilation"):
-        engine = open_engine(model_dir, config.engine, placement, seed=config.server.seed,
+        engine = open_engine(model_dir, engine_config, placement, seed=config.server.seed,
                              greedy=config.server.greedy).start()
     model, params = engine.model, engine.defaults
+    if plan.spec is None:
+        plan = replace(plan, spec=model.spec)
     cloner = Cloner(model) if model.spec.model_type == "base" else None
     try:
         with phase("voices"):
             clone = partial(prepare_clone, cloner, engine, params) if cloner else None
-            catalogue = Catalogue(model.spec, config.voices, config.server.default_voice, clone)
+            catalogue = catalogue_of(plan, config, models > 1, clone)
             if cloner:
                 cloner.close()  # the encoders are needed no more
         for problem in catalogue.errors:
             log.warning("voice skipped: %s", problem)
         default = catalogue.default
-        if default.clone is None or default.clone.ref_codes is None:  # in-context clones spoke already
-            with phase("warm-up"):
+        if default is not None and (default.clone is None or default.clone.ref_codes is None):
+            with phase("warm-up"):  # (in-context clones spoke already)
                 for _ in range(WARM_UPS):
                     engine.submit(default.request("Hello.", default.default_language), params,
                                   max_frames=2).read_all(WARM_UP_S)
     except BaseException:
         engine.close()
         raise
-    log.info("model loaded in %.1f s; %d voices: %s", time.monotonic() - start, len(catalogue.voices),
-             ", ".join(v.name for v in catalogue.voices))
-    return Service(engine, catalogue, build_info(catalogue, __version__), params, config.server)
+    log.info("model %d (%s) loaded in %.1f s, %+.0f MB resident; %d voices: %s", plan.index, catalogue.label,
+             time.monotonic() - start, resident_mb() - resident, len(catalogue.voices),
+             ", ".join(v.name for v in catalogue.voices) or "none yet")
+    return Service(engine, catalogue, build_info(catalogue, __version__), params, config.server, plan.index)
+
+
+def resident_mb() -> float:
+    """This process's resident memory now (VmRSS), MB; 0 where /proc is not there."""
+    try:
+        for line in Path("/proc/self/status").read_text().splitlines():
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) / 1024
+    except OSError:
+        pass
+    return 0.0
 
 
 def prepare_clone(cloner: Cloner, engine: Scheduler, params: SamplingParams, voice: VoiceConfig) -> ClonePrompt:

@@ -63,6 +63,7 @@ class Synth:
 
     submit: Callable[[str, bool], AudioStream]
     open: Callable[[bool], Utterance] | None = None
+    release: Callable[[], None] | None = None  # the response has ended: its model may be unloaded again
 
 
 @dataclass
@@ -277,6 +278,8 @@ class Speech:
         finally:
             self._cancel_all()
             self._finished = True
+            if self._synth is not None and self._synth.release is not None:
+                self._synth.release()
         first = self.first_audio_s
         log.info("%s: %.2f s of audio, first after %s, done in %.2f s", self._label, self._samples / SAMPLE_RATE,
                  "-" if first is None else f"{first:.3f} s", time.monotonic() - self.timing.arrival)

@@ -10,9 +10,10 @@ language from the text, and a dialect speaker speaks its dialect.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Protocol
 
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 
@@ -125,9 +126,14 @@ class Catalogue:
     """
 
     def __init__(self, spec: VoiceSpec, voices: Sequence[VoiceConfig] = (), default_voice: str | None = None,
-                 clone: Callable[[VoiceConfig], ClonePrompt] | None = None, preview: bool = False) -> None:
-        """clone: prepares a clone voice (ref_audio) from its recording, raising CloneError."""
+                 clone: Callable[[VoiceConfig], ClonePrompt] | None = None, preview: bool = False,
+                 renames: Mapping[str, str] | None = None, may_be_empty: bool = False) -> None:
+        """clone: prepares a clone voice (ref_audio) from its recording, raising CloneError.
+        renames: preset speakers served under another name (another model has theirs).
+        may_be_empty: one of several models, which may serve no voice yet (a Base model
+        whose clones are still to be saved)."""
         self.label = model_label(spec)
+        self._renames = dict(renames or {})
         self.preview = preview
         self._spec = spec
         self._languages = tuple(n for n in spec.supported_languages if n != "auto")
@@ -148,13 +154,13 @@ class Catalogue:
             except CatalogueError as e:
                 log.log(logging.DEBUG if preview else logging.ERROR, "%s; the voice is skipped", e)
                 errors.append(str(e))
-        if not entries:
+        if not entries and not may_be_empty:
             reason = "; ".join(errors) or "the model has no preset speakers and config.yaml defines no voices"
             raise CatalogueError(f"no voice can be served by {self.label}: {reason}")
         self.voices: tuple[VoiceEntry, ...] = tuple(entries)
         self.errors: tuple[str, ...] = tuple(errors)
         self._by_name = {e.name.casefold(): e for e in entries}
-        self.default = self.voices[0]
+        self.default = self.voices[0] if entries else None
         if default_voice is not None:
             if default_voice.casefold() not in self._by_name:
                 raise CatalogueError(f"server.default_voice {default_voice!r} is not a voice of {self.label} "
@@ -165,6 +171,8 @@ class Catalogue:
         """(voice, model language) for a request: no name → the default voice; the language is
         the request's if given, else the voice's configured default, else "auto"."""
         entry = self.default if not name else self._by_name.get(name.casefold())
+        if entry is None and not name:
+            raise VoiceNotFound(f"{self.label} has no voice yet")
         if entry is None:
             raise VoiceNotFound(f"unknown voice {name!r} (voices: {', '.join(e.name for e in self.voices)})")
         if language:
@@ -188,7 +196,10 @@ class Catalogue:
             label = native.title() if native else None
         details = ", ".join(part for part in (label, _PRESETS.get(speaker.name, ("", ""))[1]) if part)
         title = speaker.name.replace("_", " ").title()
-        return VoiceEntry(name=speaker.name, description=f"{title} ({details})" if details else title,
+        name = self._renames.get(speaker.name, speaker.name)
+        if name != speaker.name:
+            details = f"{details}; {self.label}" if details else self.label
+        return VoiceEntry(name=name, description=f"{title} ({details})" if details else title,
                           languages=self._tags(native), default_language="auto", speaker=speaker.name)
 
     def _config_entry(self, voice: VoiceConfig, clone: Callable[[VoiceConfig], ClonePrompt] | None) -> VoiceEntry:
@@ -238,7 +249,14 @@ class Catalogue:
                           speaker=speaker.name if speaker else None, instruct=voice.instruct, clone=prompt)
 
 
-def build_info(catalogue: Catalogue, version: str) -> Info:
+class VoiceList(Protocol):
+    """A catalogue, or the directory of several models' catalogues."""
+
+    label: str
+    voices: tuple[VoiceEntry, ...]
+
+
+def build_info(catalogue: VoiceList, version: str) -> Info:
     """Wyoming `Info`: one installed TTS program with every voice, identical on every call and
     the same for a preview catalogue as for the loaded model's (unless a clone voice fails to
     encode). Home Assistant builds its entity from the first `info` it gets, so a program
