@@ -24,7 +24,7 @@ from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
 from wyoming.server import AsyncTcpServer
 
 from wyoming_qwen3tts import __version__
-from wyoming_qwen3tts.config import DEFAULT_MODEL, ServerConfig, VoiceConfig, load_config
+from wyoming_qwen3tts.config import DEFAULT_MODEL, ConfigError, ServerConfig, VoiceConfig, load_config
 from wyoming_qwen3tts.convert.pipeline import FIRST_CHUNKS, STEADY_CHUNKS
 from wyoming_qwen3tts.engine.devices import PRECISION_SETTINGS, DeviceError, place
 from wyoming_qwen3tts.server import app
@@ -79,6 +79,10 @@ def _check_value(value: Any, spec: str, where: str) -> None:
         assert isinstance(value, bool), f"{where}: {value!r} is not a bool"
     elif base.startswith("list("):
         assert str(value) in _choices(base), f"{where}: {value!r} is not one of {_choices(base)}"
+    elif base.startswith("int"):
+        low = re.fullmatch(r"int(?:\((-?\d*),(-?\d*)\))?", base)
+        assert low and isinstance(value, int) and not isinstance(value, bool), f"{where}: {value!r} is not an int"
+        assert not low.group(1) or value >= int(low.group(1)), f"{where}: {value!r} below {low.group(1)}"
     else:
         pytest.fail(f"{where}: no check for schema type {spec}")
 
@@ -110,12 +114,13 @@ def test_versions_agree(manifest: dict[str, Any]) -> None:
 def test_schema_types_are_the_supervisors(manifest: dict[str, Any]) -> None:
     schema = manifest["schema"]
     for key, spec in schema.items():
-        if key == "voices":
+        if key in ("voices", "models"):
             assert isinstance(spec, list) and len(spec) == 1 and isinstance(spec[0], dict)
-            assert spec[0]["name"] == "str"  # a voice without a name is refused by the Supervisor
-            assert set(spec[0]) == set(addon.VOICE_KEYS)
+            required = "name" if key == "voices" else "source"
+            assert spec[0][required] == "str"  # an entry without one is refused by the Supervisor
+            assert set(spec[0]) == set(addon.VOICE_KEYS if key == "voices" else addon.MODEL_KEYS)
             for field, field_spec in spec[0].items():
-                assert _SCHEMA_TYPE.fullmatch(field_spec), f"voices.{field}: {field_spec}"
+                assert _SCHEMA_TYPE.fullmatch(field_spec), f"{key}.{field}: {field_spec}"
         else:
             assert isinstance(spec, str) and _SCHEMA_TYPE.fullmatch(spec), f"{key}: {spec}"
 
@@ -129,7 +134,7 @@ def test_options_match_the_schema(manifest: dict[str, Any]) -> None:
         optional = isinstance(spec, str) and spec.endswith("?")
         assert (key in options) != optional, f"{key}: a default iff not optional"
     for key, value in options.items():
-        if key == "voices":
+        if key in ("voices", "models"):
             assert value == []
         else:
             _check_value(value, schema[key], key)
@@ -142,9 +147,10 @@ def test_translations_cover_every_option(manifest: dict[str, Any]) -> None:
     for key, text in configuration.items():
         assert isinstance(text["name"], str) and text["name"], key
         assert isinstance(text["description"], str) and text["description"], key
-    fields = configuration["voices"]["fields"]
-    assert set(fields) == set(manifest["schema"]["voices"][0])
-    assert all(text["name"] and text["description"] for text in fields.values())
+    for listed in ("voices", "models"):
+        fields = configuration[listed]["fields"]
+        assert set(fields) == set(manifest["schema"][listed][0])
+        assert all(text["name"] and text["description"] for text in fields.values())
     assert set(translations["network"]) == set(manifest["ports"])
 
 
@@ -170,7 +176,7 @@ EVERYTHING = {
     "model": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "weights": "fp16", "voice": "narrator", "voices": VOICES,
     "device_talker": "GPU", "device_subcode": "GPU", "device_decoder": "NPU", "precision": "f16",
     "kv_precision": "f16", "first_chunk": "2", "steady_chunk": "24", "text_feeding": "sentence",
-    "text_layout": "streaming", "backend": "openvino", "debug_logging": True,
+    "text_layout": "streaming", "backend": "openvino", "debug_logging": True, "memory_budget_mb": 4096,
 }
 
 
@@ -193,13 +199,15 @@ def _serve(tmp_path: Path, options: dict[str, Any]) -> tuple[list[str], Path]:
 
 
 def test_every_option_is_passed_to_a_real_flag(manifest: dict[str, Any], tmp_path: Path) -> None:
-    handled = set(addon.VALUE_FLAGS) | set(addon.SWITCH_FLAGS) | {addon.VOICES_OPTION}
-    assert handled == set(manifest["schema"]) == set(EVERYTHING)
+    handled = set(addon.VALUE_FLAGS) | set(addon.SWITCH_FLAGS) | set(addon.CONFIG_OPTIONS)
+    assert handled == set(manifest["schema"]) == set(EVERYTHING) | {"models"}
     argv, voices_path = _serve(tmp_path, EVERYTHING)
     assert argv[:3] == [sys.executable, "-m", "wyoming_qwen3tts"]
     args = app.parse_args(argv[3:])  # the server's own parser: an unknown flag or bad value exits
     for option, flag in addon.VALUE_FLAGS.items():
-        assert str(getattr(args, flag.removeprefix("--").replace("-", "_"))) == str(EVERYTHING[option]), option
+        value = getattr(args, flag.removeprefix("--").replace("-", "_"))
+        value = value[0] if option == "model" else value  # --model may be given several times
+        assert str(value) == str(EVERYTHING[option]), option
     assert args.debug is True
     assert args.config == voices_path
     assert (args.uri, args.data_dir) == ("tcp://0.0.0.0:10200", "/data")
@@ -260,7 +268,7 @@ def test_devices_voices_and_debug(tmp_path: Path) -> None:
         {"name": "anna", "ref_audio": str(share / "voices/anna.wav"), "ref_text": "Hello there."},
         {"name": "timbre", "ref_audio": "/media/timbre.wav", "x_vector_only": True},
         VOICES[3],
-    ]}
+    ], "model": {"memory_budget_mb": 4096}}
     assert load_config(voices_path).voices == (  # a valid server config
         VoiceConfig(name="narrator", description="Narrator (English)", language="en", speaker="ryan",
                     instruct="Speak slowly."),
@@ -539,3 +547,40 @@ def test_the_supervisor_finds_one_addon() -> None:
                                   for part in path.relative_to(root).parts[:-1]))
     assert manifests == ["addon/config.yaml", "config.yaml"]
     assert "the top-level `config.yaml`" in (ADDON / "DOCS.md").read_text(encoding="utf-8")
+
+
+# --- several models ------------------------------------------------------------------------
+
+def test_the_models_option_serves_a_list_and_voices_name_theirs(tmp_path: Path) -> None:
+    options = {"model": DEFAULT_MODEL, "weights": "int4", "memory_budget_mb": 3000,
+               "models": [{"source": DEFAULT_MODEL}, {"source": "Qwen/Qwen3-TTS-12Hz-0.6B-Base", "weights": "int8",
+                                                        "preload": False}],
+               "voices": [{"name": "grandma", "ref_audio": "grandma.wav", "ref_text": "Hello.", "model": "1"}]}
+    argv, config_path = _serve(tmp_path, options)
+    assert "--model" not in argv and argv[-2:] == ["--config", str(config_path)]
+    config = app.config_from_args(app.parse_args(argv[3:]))  # as the server reads it
+    assert [(m.source, m.weights, m.preload) for m in config.model_entries] == [
+        (DEFAULT_MODEL, "int4", True), ("Qwen/Qwen3-TTS-12Hz-0.6B-Base", "int8", False)]
+    assert config.voices[0].model == 1 and config.model.memory_budget_mb == 3000
+
+
+def test_a_voice_naming_a_model_not_served_stops_the_start_naming_the_key(tmp_path: Path) -> None:
+    options = {"models": [{"source": DEFAULT_MODEL}], "voices": [{"name": "calm", "instruct": "Calm.", "model": "2"}]}
+    argv, _ = _serve(tmp_path, options)
+    with pytest.raises(ConfigError, match=r"voices\[0\]\.model: 2 is not a model index"):
+        app.config_from_args(app.parse_args(argv[3:]))
+
+
+def test_a_voice_no_served_model_can_serve_stops_the_start_naming_it(tmp_path: Path, converted_factory,
+                                                                     caplog: pytest.LogCaptureFixture) -> None:
+    """Through the server's real start: the models' voices are planned before any load."""
+    models = [{"source": str(converted_factory("tiny", variant, "int8"))} for variant in ("custom_voice", "base")]
+    options = {"models": models, "voices": [{"name": "calm", "instruct": "A calm voice."}]}
+    argv, _ = _serve(tmp_path, options)
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    argv = [a if a != "tcp://0.0.0.0:10200" else f"tcp://127.0.0.1:{port}" for a in argv]
+    argv[argv.index("--data-dir") + 1] = str(tmp_path / "data")
+    assert app.main(argv[3:]) == 2
+    assert "voices[0]: no served model can serve 'calm'" in caplog.text

@@ -11,6 +11,7 @@ import yaml
 from wyoming_qwen3tts.config import (
     ConfigError,
     DevicesConfig,
+    ModelEntry,
     ServerConfig,
     VoiceConfig,
     apply_overrides,
@@ -19,7 +20,7 @@ from wyoming_qwen3tts.config import (
 from wyoming_qwen3tts.engine.config import EngineConfig
 
 CONFIG_YAML = Path(__file__).resolve().parents[1] / "config.yaml"
-SECTIONS = [f.name for f in dataclasses.fields(ServerConfig) if f.name != "voices"]
+SECTIONS = [f.name for f in dataclasses.fields(ServerConfig) if f.name not in ("voices", "models")]
 
 
 def write(tmp_path: Path, text: str) -> Path:
@@ -47,10 +48,10 @@ def test_documented_file_lists_every_setting():
     for section in SECTIONS:
         cls = type(getattr(ServerConfig(), section))
         assert list(raw[section]) == [f.name for f in dataclasses.fields(cls)], section
-    assert raw["voices"] == []
+    assert raw["voices"] == [] and raw["models"] == []
     text = CONFIG_YAML.read_text(encoding="utf-8")
     comments = "\n".join(line for line in text.splitlines() if line.lstrip().startswith("#"))
-    for f in dataclasses.fields(VoiceConfig):  # voices are documented by commented examples
+    for f in (*dataclasses.fields(VoiceConfig), *dataclasses.fields(ModelEntry)):  # lists: commented examples
         assert re.search(rf"#\s+(- )?{f.name}:", comments), f.name
 
 

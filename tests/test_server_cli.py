@@ -76,8 +76,8 @@ def test_the_server_process_serves_and_stops(converted_factory, tmp_path):
             proc.wait()
     log = proc.stdout.read()
     assert "voice ryan" in log and "Traceback" not in log
-    for phase in ("listening on", "voice list from the model's config.json:", "model files", "compilation:",
-                  "warm-up:", "model loaded in", "ready on"):
+    for phase in ("listening on", "voice list from the models' config.json:", "model files", "compilation:",
+                  "warm-up:", ") loaded in ", "ready on"):
         assert phase in log, phase
     assert log.index("listening on") < log.index("voice list from") < log.index("compilation:") < log.index("ready on")
     assert "stopping on SIGTERM: 1 requests in flight" in log

@@ -2,8 +2,9 @@
 """The Home Assistant add-on's glue around `wyoming-qwen3tts`, in Python so it can be tested
 without Docker or bashio.
 
-  serve     /data/options.json -> the server's command line (the extra voices become a small
-            config file, the only way the server takes them), then exec the server
+  serve     /data/options.json -> the server's command line (the extra voices, several models
+            and the memory budget become a small config file, the only way the server takes
+            them), then exec the server
   discover  once the server lists its voices, announce it to the Supervisor, which makes
             Home Assistant offer the Wyoming integration. The server lists them seconds after
             it starts (from the model's config.json), before the model is downloaded,
@@ -34,13 +35,14 @@ log = logging.getLogger("qwen3tts-addon")
 OPTIONS_FILE = Path("/data/options.json")  # written by the Supervisor from the add-on's options
 DATA_DIR = Path("/data")  # persistent: conversions and compiled-model caches (excluded from backups)
 SHARE_DIR = Path("/share/wyoming-qwen3tts")  # the user's clone references (relative ref_audio) and models
-VOICES_CONFIG = Path("/tmp/wyoming-qwen3tts/voices.yaml")  # regenerated at every start
+SERVER_CONFIG = Path("/tmp/wyoming-qwen3tts/config.yaml")  # regenerated at every start
 PORT = 10200
 MAX_EVENT_BYTES = 1024 * 1024  # the most read of an answer (the server bounds event data at 1 MiB)
 DISCOVERY_URL = "http://supervisor/discovery"
 
-# Add-on option -> the server flag that takes its value. `voices` becomes a config file and
-# `debug_logging` a switch; nothing else is passed, so an option missing here is a bug (tested).
+# Add-on option -> the server flag that takes its value. `voices`, `models` and
+# `memory_budget_mb` become a config file and `debug_logging` a switch; nothing else is
+# passed, so an option missing here is a bug (tested).
 VALUE_FLAGS = {
     "model": "--model",
     "weights": "--weights",
@@ -57,8 +59,10 @@ VALUE_FLAGS = {
     "backend": "--backend",
 }
 SWITCH_FLAGS = {"debug_logging": "--debug"}
-VOICES_OPTION = "voices"
-VOICE_KEYS = ("name", "description", "language", "speaker", "instruct", "ref_audio", "ref_text", "x_vector_only")
+CONFIG_OPTIONS = ("voices", "models", "memory_budget_mb")
+VOICE_KEYS = ("name", "description", "language", "speaker", "instruct", "ref_audio", "ref_text", "x_vector_only",
+              "model")
+MODEL_KEYS = ("source", "weights", "preload")
 
 
 def read_options(path: Path = OPTIONS_FILE) -> dict[str, Any]:
@@ -69,48 +73,63 @@ def read_options(path: Path = OPTIONS_FILE) -> dict[str, Any]:
     return options
 
 
-def voices_config(voices: Sequence[Mapping[str, Any]], share_dir: Path = SHARE_DIR) -> dict[str, Any]:
-    """The server config (just `voices:`) for the add-on's voice list. Empty optional fields are
-    dropped (the server refuses empty strings); a relative ref_audio is a file under share_dir,
-    written absolute so the config's own location does not matter."""
-    entries = []
-    for voice in voices:
+def server_config(options: Mapping[str, Any], share_dir: Path = SHARE_DIR) -> dict[str, Any]:
+    """The server config for the options the command line cannot carry: the extra voices,
+    several models, the memory budget. Empty optional fields are dropped (the server refuses
+    empty strings); a relative ref_audio is a file under share_dir, written absolute so the
+    config's own location does not matter; a voice's model given as digits is an index."""
+    config: dict[str, Any] = {}
+    voices = []
+    for voice in options.get("voices") or []:
         entry = {key: voice[key] for key in VOICE_KEYS if voice.get(key) not in (None, "")}
         if "ref_audio" in entry:
             entry["ref_audio"] = str(share_dir / Path(entry["ref_audio"]).expanduser())
-        entries.append(entry)
-    return {"voices": entries}
+        if str(entry.get("model", "")).isdigit():
+            entry["model"] = int(entry["model"])
+        voices.append(entry)
+    if voices:
+        config["voices"] = voices
+    models = [{key: model[key] for key in MODEL_KEYS if model.get(key) not in (None, "")}
+              for model in options.get("models") or []]
+    if models:
+        config["models"] = models
+    if options.get("memory_budget_mb") is not None:
+        config["model"] = {"memory_budget_mb": int(options["memory_budget_mb"])}
+    return config
 
 
-def server_command(options: Mapping[str, Any], voices_config_path: Path | None) -> list[str]:
+def server_command(options: Mapping[str, Any], config_path: Path | None) -> list[str]:
     """The server's argv: fixed listening address and data dir, one flag per set option, and
-    --config when the voices were written to `voices_config_path`."""
-    known = set(VALUE_FLAGS) | set(SWITCH_FLAGS) | {VOICES_OPTION}
+    --config when the rest was written to `config_path`. With several models, the `model`
+    option is not passed (the config's models: list is served)."""
+    known = set(VALUE_FLAGS) | set(SWITCH_FLAGS) | set(CONFIG_OPTIONS)
     for unknown in sorted(set(options) - known):
         log.warning("option %r is not used by this version of the add-on; remove it", unknown)
     argv = [sys.executable, "-m", "wyoming_qwen3tts", "--uri", f"tcp://0.0.0.0:{PORT}", "--data-dir", str(DATA_DIR)]
     for option, flag in VALUE_FLAGS.items():
         value = options.get(option)
+        if option == "model" and options.get("models"):
+            log.info("option 'model' is not used: the 'models' list is served")
+            continue
         if value not in (None, ""):  # "" from a cleared text field means "not set"
             argv += [flag, str(value)]
     argv += [flag for option, flag in SWITCH_FLAGS.items() if options.get(option)]
-    if voices_config_path is not None:
-        argv += ["--config", str(voices_config_path)]
+    if config_path is not None:
+        argv += ["--config", str(config_path)]
     return argv
 
 
-def serve(options_file: Path = OPTIONS_FILE, voices_path: Path = VOICES_CONFIG, share_dir: Path = SHARE_DIR,
+def serve(options_file: Path = OPTIONS_FILE, config_file: Path = SERVER_CONFIG, share_dir: Path = SHARE_DIR,
           exec_: Callable[[str, list[str]], Any] = os.execv) -> None:
-    """Write the voices config (when there are voices) and replace this process with the
+    """Write the server config (when an option needs it) and replace this process with the
     server, so s6 supervises the server itself and signals reach it directly."""
     options = read_options(options_file)
-    voices = options.get(VOICES_OPTION) or []
+    config = server_config(options, share_dir)
     config_path = None
-    if voices:
-        voices_path.parent.mkdir(parents=True, exist_ok=True)
-        voices_path.write_text(yaml.safe_dump(voices_config(voices, share_dir), sort_keys=False, allow_unicode=True),
-                               encoding="utf-8")
-        config_path = voices_path
+    if config:
+        config_file.parent.mkdir(parents=True, exist_ok=True)
+        config_file.write_text(yaml.safe_dump(config, sort_keys=False, allow_unicode=True), encoding="utf-8")
+        config_path = config_file
     argv = server_command(options, config_path)
     log.info("starting: %s", " ".join(argv))
     exec_(argv[0], argv)
