@@ -234,3 +234,21 @@ def test_bench_without_peers_int4_auto(work_dir, tmp_path):
     table = text.split("## One stream")[1].split("\n\n")[1]
     assert "Peers: none" in text and "official" not in table and "generation only" not in table
     assert (out / "bench-tiny.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_together_measures_both_models_and_each_alone(work_dir, tmp_path, capsys):
+    """--together: CustomVoice alone, Base alone (a clone), both in one server; every figure
+    a measurement of its own process, the memory line against the larger served alone."""
+    out = tmp_path / "out"
+    assert main(["--preset", "tiny", "--together", "--work-dir", str(work_dir), "-o", str(out), "--frames", "4",
+                 "--runs", "1", "--threads", "1"]) == 0
+    servings = json.loads((out / "together-tiny-int8.json").read_text())
+    assert [s["label"] for s in servings] == ["CustomVoice alone", "Base alone", "both in one server"]
+    assert [list(s["alone"]) for s in servings] == [["ryan"], ["clone"], ["ryan", "clone"]]
+    assert list(servings[2]["both"]) == ["ryan", "clone"] and not servings[0]["both"]
+    for serving in servings:
+        assert serving["peak_rss_mb"] >= serving["rss_loaded_mb"] > 0 and serving["load_s"] > 0
+        for fps, ttfa in [*serving["alone"].values(), *serving["both"].values()]:
+            assert fps["median"] > 0 and fps["n"] == 1 and ttfa["median"] > 0
+    apart = max(s["peak_rss_mb"] for s in servings[:2])
+    assert f"{servings[2]['peak_rss_mb'] - apart:+.0f} MB over the larger served alone" in capsys.readouterr().out

@@ -27,7 +27,7 @@ from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISION_SETTINGS, describe
 from ..engine.native import kernel_isas
 from ..engine.stream import EngineError
 from .handler import Service, ServiceSlot, TtsHandler
-from .loading import build_service, plan, preview_directory, requested_devices
+from .loading import build_service, build_services, plan, preview_directory, requested_devices
 from .model_set import ModelSet
 from .models import ModelSourceError
 from .speech import SpeechError
@@ -149,9 +149,8 @@ async def serve(config: ServerConfig) -> None:
     start, uri = time.monotonic(), config.server.uri
     slot = ServiceSlot(settings=config.server)
     if uri.startswith("stdio://"):  # our own read loop: bounded reads, and the end of input
-        plans = await asyncio.to_thread(plan, config)
-        for each in plans:
-            slot.load(await asyncio.to_thread(build_service, config, each, len(plans)))  # finishes replies
+        for service in await asyncio.to_thread(build_services, config):
+            slot.load(service)  # finishes replies
         try:
             await TtsHandler(slot, await async_get_stdin(), await async_get_stdout()).run()
         finally:

@@ -154,6 +154,21 @@ def build_service(config: ServerConfig, plan: ModelPlan | None = None, models: i
     return Service(engine, catalogue, build_info(catalogue, __version__), params, config.server, plan.index)
 
 
+def build_services(config: ServerConfig) -> list[Service]:
+    """Every model of `config`, loaded now, in order (stdio serving and the benchmark; the
+    server loads through server/model_set.py)."""
+    plans = plan(config)
+    services: list[Service] = []
+    try:
+        for each in plans:
+            services.append(build_service(config, each, len(plans)))
+    except BaseException:
+        for service in services:
+            service.engine.close()
+        raise
+    return services
+
+
 def resident_mb() -> float:
     """This process's resident memory now (VmRSS), MB; 0 where /proc is not there."""
     try:

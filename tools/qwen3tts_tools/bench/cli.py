@@ -5,6 +5,7 @@ vox-tts, the strongest CPU one — against this machine's memory-bandwidth bound
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import os
@@ -24,7 +25,7 @@ from wyoming_qwen3tts.model.manifest import older_format
 
 from ..synthetic.presets import PRESETS
 from ..synthetic.writer import write_checkpoint
-from . import vox_peer
+from . import together, vox_peer
 from .limits import frame_bound, graph_reads, read_bandwidth
 from .machine import Contention, machine, versions
 from .official import bench_official
@@ -94,6 +95,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--codec-lead", action=argparse.BooleanOptionalAction, default=False,
                         help="decode a stream's first 40 ms ahead of the rest of its first frame (engine.codec_lead; "
                              "default off, as the server's)")
+    parser.add_argument("--together", action="store_true",
+                        help="instead: a CustomVoice and a Base model of --preset served by one server, against each "
+                             "served alone (one stream each, both at once, peak RSS; docs/BENCHMARKS.md)")
     parser.add_argument("--debug", action="store_true")
     args = parser.parse_args(argv)
     if args.frames < 2 or args.runs < 1 or args.probe_frames < 1:
@@ -103,29 +107,31 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     return args
 
 
-def _write_checkpoint(out: Path, preset: str) -> Path:
+def _write_checkpoint(out: Path, preset: str, variant: str = VARIANT) -> Path:
     """A synthetic checkpoint, written aside and renamed into place (never half-written)."""
     work = out.with_name(f"{out.name}.partial-{secrets.token_hex(4)}")
-    write_checkpoint(work, preset, VARIANT)
+    write_checkpoint(work, preset, variant)
     os.rename(work, out)
     return out
 
 
-def prepare(args: argparse.Namespace) -> tuple[Path, Path]:
-    """The checkpoint and its conversion: given, found in the work dir, or made there."""
-    checkpoint = args.checkpoint or args.work_dir / f"{args.preset}-{VARIANT}"
-    converted = args.converted or args.work_dir / f"{args.preset}-{VARIANT}-{args.weights}"
+def prepare(args: argparse.Namespace, variant: str = VARIANT) -> tuple[Path, Path]:
+    """The checkpoint and its conversion: given, found in the work dir, or made there (a
+    variant other than CustomVoice always in the work dir)."""
+    given = variant == VARIANT
+    checkpoint = (args.checkpoint if given else None) or args.work_dir / f"{args.preset}-{variant}"
+    converted = (args.converted if given else None) or args.work_dir / f"{args.preset}-{variant}-{args.weights}"
     if not (checkpoint / "config.json").is_file():
-        if args.checkpoint:
+        if args.checkpoint and given:
             raise SystemExit(f"{checkpoint} is not a checkpoint directory")
-        log.info("writing the synthetic %s checkpoint to %s", args.preset, checkpoint)
+        log.info("writing the synthetic %s %s checkpoint to %s", args.preset, variant, checkpoint)
         checkpoint.parent.mkdir(parents=True, exist_ok=True)
-        run_isolated(_write_checkpoint, checkpoint, args.preset)
+        run_isolated(_write_checkpoint, checkpoint, args.preset, variant)
     manifest = converted / "manifest.json"
-    older = (not args.converted and manifest.is_file() and
+    older = (not (args.converted and given) and manifest.is_file() and
              older_format(json.loads(manifest.read_text(encoding="utf-8"))) is not None)
     if not manifest.is_file() or older:  # the work dir's own conversion is made again in an older format
-        if args.converted:
+        if args.converted and given:
             raise SystemExit(f"{converted} is not a converted model directory")
         log.info("converting %s to %s in %s%s", checkpoint, args.weights.upper(), converted,
                  " (it holds an older format)" if older else "")
@@ -188,9 +194,28 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> Report:
         summary=summary(ours, official, theirs))
 
 
+def main_together(args: argparse.Namespace, argv: list[str] | None) -> int:
+    """--together: the two models' servings side by side, markdown and JSON."""
+    (_, custom), (_, base) = prepare(args), prepare(args, "base")
+    work = Workload(args.text, args.speaker, args.language, args.frames, args.runs)
+    setup = EngineSetup(backend=args.backend, precision=args.precision, threads=args.threads,
+                        kernels=args.kernels, codec_lead=args.codec_lead)
+    servings = together.bench_together(custom, base, work, setup, args.work_dir)
+    command = shlex.join(["qwen3tts-bench", *(sys.argv[1:] if argv is None else argv)])
+    text = together.markdown(servings, command, work, setup)
+    args.out.mkdir(parents=True, exist_ok=True)
+    stem = args.out / f"together-{args.preset}-{args.weights}"
+    Path(f"{stem}.md").write_text(text + "\n", encoding="utf-8")
+    Path(f"{stem}.json").write_text(json.dumps([dataclasses.asdict(s) for s in servings], indent=1), encoding="utf-8")
+    print(text)
+    return 0
+
+
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging(logging.DEBUG if args.debug else logging.INFO)
+    if args.together:
+        return main_together(args, argv)
     report = measure(args, argv)
     args.out.mkdir(parents=True, exist_ok=True)
     stem = args.out / f"bench-{args.preset}"  # bench-0.6b: not a suffix to replace
