@@ -127,12 +127,16 @@ def piper_server(piper_python: Path, voice_dir: Path, port: int, log_dir: Path) 
 # --- the benchmark ------------------------------------------------------------------------
 
 
-def bench_command(bench_python: Path, ports: list[int], texts: list[str], runs: int, warmup: int) -> list[str]:
-    """wyoming-bench over every server and text, both modes, one line per measurement (-v).
+def bench_command(bench_python: Path, ports: list[int], texts: list[str], runs: int, warmup: int,
+                  voice: str | None = None) -> list[str]:
+    """wyoming-bench over every server and text, both modes, one line per measurement (-v);
+    `voice`: the voice every request names (else each server's default).
     --no-unique: neither server caches, and a nonce would add spoken words to the texts."""
     cmd = [str(bench_python.parent / "wyoming-bench"), "tts", *[f"127.0.0.1:{p}" for p in ports],
            "--mode", "both", "--texts", *texts, "--rounds", str(runs), "--warmup", str(warmup),
            "--timeout", str(BENCH_EVENT_TIMEOUT_S), "--no-unique", "-v"]
+    if voice is not None:
+        cmd += ["--config", json.dumps({"voice": voice})]
     if shutil.which("flock") and CPU_LOCK.exists():
         cmd = ["flock", str(CPU_LOCK), *cmd]
     return cmd
@@ -260,11 +264,12 @@ def write_report(out_dir: Path, result: dict[str, Any]) -> Path:
 
 
 async def start_all(servers: list[ServerChild]) -> None:
-    """Start each, then wait until each answers describe with a TTS program."""
+    """Start each, then wait until each answers describe with a TTS program and, ours, has
+    loaded its models (it answers describe while they load: "ready on" in its log)."""
     for server in servers:
         server.start()
     for server in servers:
-        info = await server.wait_ready(READY_TIMEOUT_S)
+        info = await server.wait_ready(READY_TIMEOUT_S, "ready on" if server.name == "wyoming-qwen3tts" else None)
         log.info("%s ready: %s", server.name, [p.name for p in info.tts])
 
 
