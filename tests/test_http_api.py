@@ -246,8 +246,10 @@ def test_a_client_gone_mid_stream_frees_its_kv_blocks(base_server):
                 await r.content.readexactly(WAV_HEADER + 100)
                 r.close()  # the connection goes
 
+    aborted = base_server.engine.metrics().ends.get("aborted", 0)
     run(leave_early())
     assert base_server.kv_idle()
+    assert base_server.engine.metrics().ends.get("aborted", 0) > aborted  # withdrawn, not spoken to the end
     assert speaks_over_wyoming(base_server, "anna")
 
 
