@@ -257,7 +257,8 @@ def test_defaults_give_the_plain_command(manifest: dict[str, Any], tmp_path: Pat
 def test_devices_voices_and_debug(tmp_path: Path) -> None:
     argv, voices_path = _serve(tmp_path, EVERYTHING)
     assert argv == SERVER + ["--model", "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "--weights", "fp16",
-                             "--voice", "narrator", "--asr", "tcp://core-whisper:10300", "--device-talker", "GPU", "--device-subcode", "GPU",
+                             "--voice", "narrator", "--asr", "tcp://core-whisper:10300", "--device-talker", "GPU",
+                             "--device-subcode", "GPU",
                              "--device-decoder", "NPU", "--precision", "f16", "--kv-precision", "f16",
                              "--first-chunk", "2", "--steady-chunk", "24", "--text-feeding", "sentence",
                              "--text-layout", "streaming", "--backend", "openvino", "--debug",

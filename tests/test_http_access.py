@@ -6,8 +6,8 @@ import asyncio
 
 import aiohttp
 import pytest
-from yarl import URL
 from http_app import with_app
+from yarl import URL
 
 from wyoming_qwen3tts.config import ConfigError, ServerConfig, apply_overrides
 from wyoming_qwen3tts.server.app import config_from_args, parse_args
