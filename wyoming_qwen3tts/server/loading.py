@@ -154,14 +154,18 @@ def build_service(config: ServerConfig, plan: ModelPlan | None = None, models: i
     return Service(engine, catalogue, build_info(catalogue, __version__), params, config.server, plan.index)
 
 
-def build_services(config: ServerConfig) -> list[Service]:
+def build_services(config: ServerConfig, attach: Callable[[Service], Service] | None = None) -> list[Service]:
     """Every model of `config`, loaded now, in order (stdio serving and the benchmark; the
-    server loads through server/model_set.py)."""
+    server loads through server/model_set.py). attach: what each loaded service becomes
+    (the voice lab adds its saved voices)."""
     plans = plan(config)
     services: list[Service] = []
     try:
         for each in plans:
-            services.append(build_service(config, each, len(plans)))
+            service = build_service(config, each, len(plans))
+            services.append(service)
+            if attach is not None:
+                services[-1] = attach(service)
     except BaseException:
         for service in services:
             service.engine.close()

@@ -26,8 +26,10 @@ class ModelSet:
     """The slot's Loader for every planned model."""
 
     def __init__(self, config: ServerConfig, plans: list[ModelPlan], slot: ServiceSlot,
-                 loop: asyncio.AbstractEventLoop) -> None:
-        self.config, self.plans, self.slot, self.loop = config, plans, slot, loop
+                 loop: asyncio.AbstractEventLoop, attach: Callable[[Service], Service] | None = None) -> None:
+        """attach: what each loaded service becomes before it serves (the voice lab adds its
+        saved voices), on the loading thread."""
+        self.config, self.plans, self.slot, self.loop, self.attach = config, plans, slot, loop, attach
         self._one_at_a_time = threading.Lock()  # a load's peak memory and CPU are not shared
         self._loading: set[int] = set()
         self._failures: dict[int, BaseException] = {}
@@ -77,6 +79,11 @@ class ModelSet:
                     victim.engine.close()
                 before = resident_mb()
                 service = build_service(self.config, plan, models=len(self.plans))
+                try:
+                    service = self.attach(service) if self.attach is not None else service
+                except BaseException:
+                    service.engine.close()
+                    raise
                 self._sizes[index] = resident_mb() - before
         except BaseException as e:
             log.error("model %d (%s) could not be loaded: %s", index, plan.entry.source, e)

@@ -40,6 +40,14 @@ class Service:
     index: int = 0  # in the served models (config.model_entries)
 
 
+@dataclass(frozen=True)
+class Unsaved:
+    """A voice in no catalogue, spoken by model `model` (the voice lab's previews)."""
+
+    model: int
+    entry: VoiceEntry
+
+
 class Loader(Protocol):
     """Loads models on request (server/model_set.py); the slot asks, the loader answers with
     ServiceSlot.load (on the event loop) or records a failure."""
@@ -128,18 +136,25 @@ class ServiceSlot:
             raise VoiceNotFound("the voice list is not known yet (the model is loading)")
         return self.directory.resolve(name, language)
 
-    async def synth(self, label: str, name: str | None, language: str | None, words: bool, paced: bool) -> Synth:
+    async def synth(self, label: str, name: str | None, language: str | None, words: bool, paced: bool,
+                    unsaved: Unsaved | None = None) -> Synth:
         """The way to the engine for one response, once its voice's model is loaded (waiting
         for it, bounded) and the voice resolved; raises SpeechError or the voice's
         ValueError. Every protocol's responses come through here, so they join the same
         continuous batching. words: sentences start with their first words, as utterances
         that grow (word-level feeding). paced: the client plays the audio as it arrives (a
         streamed response), so the engine sends short chunks until it is ahead
-        (engine/pacing.py), for a sentence heard as soon as it has audio (Synth). The model
-        is held until the response ends (Synth.release): it is not unloaded under it."""
-        index = self.resolve(name)[0] if self.directory is not None else 0
-        service = await self.ready(index)
-        _, entry, lang = self.resolve(name, language)  # again: the loaded model's voices
+        (engine/pacing.py), for a sentence heard as soon as it has audio (Synth). unsaved: a
+        voice in no catalogue (the voice lab's preview) instead of `name`. The model is held
+        until the response ends (Synth.release): it is not unloaded under it."""
+        if unsaved is not None:
+            index = unsaved.model
+            service = await self.ready(index)
+            entry, lang = unsaved.entry, service.catalogue.language(unsaved.entry, language)
+        else:
+            index = self.resolve(name)[0] if self.directory is not None else 0
+            service = await self.ready(index)
+            _, entry, lang = self.resolve(name, language)  # again: the loaded model's voices
         log.info("%s: voice %s, language %s", label, entry.name, lang)
         engine, params = service.engine, service.params
         self.holds[index] += 1

@@ -37,6 +37,8 @@ DATA_DIR = Path("/data")  # persistent: conversions and compiled-model caches (e
 SHARE_DIR = Path("/share/wyoming-qwen3tts")  # the user's clone references (relative ref_audio) and models
 SERVER_CONFIG = Path("/tmp/wyoming-qwen3tts/config.yaml")  # regenerated at every start
 PORT = 10200
+INGRESS_PORT = 8099  # config.yaml's ingress_port: the voice lab, behind HA's ingress proxy
+HA_CORE_URL = "http://supervisor/core"  # Home Assistant's REST API for add-ons (homeassistant_api)
 MAX_EVENT_BYTES = 1024 * 1024  # the most read of an answer (the server bounds event data at 1 MiB)
 DISCOVERY_URL = "http://supervisor/discovery"
 
@@ -47,6 +49,7 @@ VALUE_FLAGS = {
     "model": "--model",
     "weights": "--weights",
     "voice": "--voice",
+    "asr": "--asr",
     "device_talker": "--device-talker",
     "device_subcode": "--device-subcode",
     "device_decoder": "--device-decoder",
@@ -99,13 +102,15 @@ def server_config(options: Mapping[str, Any], share_dir: Path = SHARE_DIR) -> di
 
 
 def server_command(options: Mapping[str, Any], config_path: Path | None) -> list[str]:
-    """The server's argv: fixed listening address and data dir, one flag per set option, and
-    --config when the rest was written to `config_path`. With several models, the `model`
-    option is not passed (the config's models: list is served)."""
+    """The server's argv: fixed listening addresses (Wyoming, and the voice lab for ingress),
+    data dir and HA URL, one flag per set option, and --config when the rest was written to
+    `config_path`. With several models, the `model` option is not passed (the config's
+    models: list is served)."""
     known = set(VALUE_FLAGS) | set(SWITCH_FLAGS) | set(CONFIG_OPTIONS)
     for unknown in sorted(set(options) - known):
         log.warning("option %r is not used by this version of the add-on; remove it", unknown)
-    argv = [sys.executable, "-m", "wyoming_qwen3tts", "--uri", f"tcp://0.0.0.0:{PORT}", "--data-dir", str(DATA_DIR)]
+    argv = [sys.executable, "-m", "wyoming_qwen3tts", "--uri", f"tcp://0.0.0.0:{PORT}", "--data-dir", str(DATA_DIR),
+            "--http", f"0.0.0.0:{INGRESS_PORT}", "--http-ingress", "--ha-url", HA_CORE_URL]
     for option, flag in VALUE_FLAGS.items():
         value = options.get(option)
         if option == "model" and options.get("models"):
