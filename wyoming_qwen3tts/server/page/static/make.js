@@ -211,9 +211,11 @@ export class VoiceMaker {
       const player = $("preview-player");
       if (player.src) URL.revokeObjectURL(player.src);
       player.src = URL.createObjectURL(wav);
+      $("compare-clip").hidden = this.fromDescription;
+      if (!this.fromDescription) $("compare-player").src = this.clipUrl;
       $("preview-row").hidden = false;
       status("Preview played. Save the voice if you like it.");
-    });
+    }, "audio-error");
   }
 
   async save() {
@@ -245,7 +247,7 @@ export class VoiceMaker {
       status(`Saving ${name}…`);
       await send();
       return true;
-    });
+    }, "audio-error");
     if (!saved) return status("Not saved.");
     status(`Saved ${name}.`);
     $("name").value = "";

@@ -20,14 +20,17 @@ export function clearError(id) {
   el.hidden = true;
 }
 
-/** Runs `work` with `button` disabled and its error cleared; an error lands in `errorId`. */
-export async function busy(button, errorId, work) {
+/** Runs `work` with `button` disabled and its error cleared. An error lands in `errorId`, or in
+ * `audioErrorId` when the server refused the audio itself (413 too large, 415 not decodable): that
+ * message belongs next to the Record and Upload controls. */
+export async function busy(button, errorId, work, audioErrorId = null) {
   clearError(errorId);
   button.disabled = true;
   try {
     return await work();
   } catch (err) {
-    showError(errorId, err.message || String(err));
+    const audio = audioErrorId && (err.status === 413 || err.status === 415);
+    showError(audio ? audioErrorId : errorId, err.message || String(err));
     return undefined;
   } finally {
     button.disabled = false;
