@@ -16,6 +16,18 @@ export function apiUrl(path) {
   return new URL(path, document.baseURI).toString();
 }
 
+/** A page opened once as `?token=TOKEN` keeps the token and drops it from the address bar and the
+ * history, where it would be on show. */
+function keepTokenFromUrl() {
+  const url = new URL(window.location.href);
+  const given = url.searchParams.get("token");
+  if (!given) return;
+  window.localStorage.setItem(TOKEN_KEY, given);
+  url.searchParams.delete("token");
+  window.history.replaceState(null, "", url);
+}
+keepTokenFromUrl();
+
 let askToken = null;
 
 /** Who asks the user for a token when the server answers 401 (standalone servers may require one):

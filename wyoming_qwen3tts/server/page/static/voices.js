@@ -72,7 +72,7 @@ export class VoiceList {
 
   renameForm(voice, cell) {
     const id = uniqueId("rename");
-    const input = element("input", { id, value: voice.name, maxLength: 64, autocomplete: "off" });
+    const input = element("input", { id, value: voice.name, maxLength: 40, autocomplete: "off" });
     const errorId = `${id}-error`;
     const apply = element("button", { type: "submit", textContent: "Apply" });
     const cancel = element("button", { type: "button", textContent: "Cancel" });
