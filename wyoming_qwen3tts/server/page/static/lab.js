@@ -41,7 +41,7 @@ async function main() {
     status("Stopped.");
   });
   const sample = () => $("sample").value.trim() || $("sample").defaultValue;
-  const voices = new VoiceList(player, sample);
+  const voices = new VoiceList(player, sample, info.languages || []);
   new VoiceMaker(info, player, voices).setup();
   await voices.refresh();
   status(`Ready (version ${info.version}).`);

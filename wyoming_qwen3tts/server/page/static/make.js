@@ -3,7 +3,7 @@
 
 import { formOf, request, sendJson } from "./api.js";
 import { Recording, recordingUnavailable } from "./recorder.js";
-import { $, busy, clearError, showError, status } from "./ui.js";
+import { $, busy, clearError, languageName, showError, status } from "./ui.js";
 
 const INSECURE_NOTE = "Recording needs a secure connection, and this page was opened over plain http, so the " +
   "browser does not give it the microphone (the Home Assistant companion app neither, unless it connects over " +
@@ -64,15 +64,13 @@ export class VoiceMaker {
   fillLanguages() {
     const select = $("language");
     const languages = this.info.languages || [];
-    select.replaceChildren(...languages.map((lang) => new Option(lang, lang)));
-    // the browser's language when the server knows it by its English name, else "auto" when offered
-    let preferred = languages.find((l) => l.toLowerCase() === "auto");
-    try {
-      const mine = new Intl.DisplayNames(["en"], { type: "language" }).of(navigator.language.split("-")[0]);
-      preferred = languages.find((l) => l.toLowerCase() === mine.toLowerCase()) || preferred;
-    } catch {
-      // no Intl.DisplayNames: keep the default
-    }
+    select.replaceChildren(...languages.map((code) => new Option(languageName(code), code)));
+    // the browser's language when the server has it, else "auto" when offered, else the first
+    const mine = navigator.language.toLowerCase();
+    const preferred = languages.find((l) => l.toLowerCase() === mine)
+      || languages.find((l) => l.toLowerCase() === mine.split("-")[0])
+      || languages.find((l) => l.toLowerCase() === languageName(mine.split("-")[0]).toLowerCase())
+      || languages.find((l) => l.toLowerCase() === "auto");
     if (preferred) select.value = preferred;
   }
 

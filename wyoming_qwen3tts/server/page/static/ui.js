@@ -55,3 +55,17 @@ export function uniqueId(prefix) {
   serial += 1;
   return `${prefix}-${serial}`;
 }
+
+let names = null;
+
+/** "English (en)" for a language code the browser knows, else the server's word as it is
+ * ("auto", or a name such as "english"). */
+export function languageName(code) {
+  try {
+    names = names || new Intl.DisplayNames([navigator.language, "en"], { type: "language" });
+    const name = names.of(code);
+    return name && name.toLowerCase() !== code.toLowerCase() ? `${name} (${code})` : code;
+  } catch {
+    return code; // not a language code, or no Intl.DisplayNames
+  }
+}

@@ -1,15 +1,16 @@
 // The voices list: every voice with its kind and a Play button; Rename and Delete for the user's own.
 
 import { getJson, request, sendJson } from "./api.js";
-import { $, busy, clearError, element, showError, status, uniqueId } from "./ui.js";
+import { $, busy, clearError, element, languageName, showError, status, uniqueId } from "./ui.js";
 
 const KINDS = { preset: "Preset", config: "From config", saved: "Cloned", designed: "Designed" };
 
 export class VoiceList {
   /** `player` plays /api/speak; `sampleText()` is what Play says. */
-  constructor(player, sampleText) {
+  constructor(player, sampleText, allLanguages) {
     this.player = player;
     this.sampleText = sampleText;
+    this.allLanguages = new Set(allLanguages);
     this.voices = [];
   }
 
@@ -30,7 +31,10 @@ export class VoiceList {
   }
 
   row(voice) {
-    const languages = (voice.languages || []).join(", ");
+    // a voice that speaks every language of the model says nothing; one that has its own says which
+    const own = (voice.languages || []).filter((l) => l !== "auto");
+    const every = own.length >= this.allLanguages.size - (this.allLanguages.has("auto") ? 1 : 0);
+    const languages = every ? "" : own.map(languageName).join(", ");
     const name = element("td", { className: "voice-name" }, element("span", { textContent: voice.name }));
     if (languages) name.append(element("span", { className: "languages", textContent: languages }));
     const actions = element("td", { className: "actions" });
