@@ -78,24 +78,16 @@ class FakeAsr:
     def __init__(self) -> None:
         self.port = free_port()
         self.loop = asyncio.new_event_loop()
-        self._server = AsyncTcpServer("127.0.0.1", self.port)
-        started = threading.Event()
-
-        def run() -> None:
-            asyncio.set_event_loop(self.loop)
-            self.loop.run_until_complete(self._server.start(FakeAsrHandler))
-            started.set()
-            self.loop.run_forever()
-            self.loop.close()
-
-        self._thread = threading.Thread(target=run, daemon=True)
+        self._thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self._thread.start()
-        assert started.wait(10)
+        self._server = AsyncTcpServer("127.0.0.1", self.port)
+        asyncio.run_coroutine_threadsafe(self._server.start(FakeAsrHandler), self.loop).result(10)
 
     def close(self) -> None:
         asyncio.run_coroutine_threadsafe(self._server.stop(), self.loop).result(10)
         self.loop.call_soon_threadsafe(self.loop.stop)
         self._thread.join(10)
+        self.loop.close()
 
 
 class FakeAsrHandler(AsyncEventHandler):
@@ -120,25 +112,23 @@ class FakeAsrHandler(AsyncEventHandler):
 
 
 class LabServer:
-    """`wyoming-qwen3tts --http` as a process, with a tiny Base model (it clones)."""
+    """`wyoming-qwen3tts --http` as a process, with a tiny model; `voices` is config.yaml's voice
+    list (a Base or VoiceDesign model has no preset speakers, and a server needs a voice to serve)."""
 
-    def __init__(self, model: Path, data: Path, asr_port: int) -> None:
-        self.port, self.http_port = free_port(), free_port()
+    def __init__(self, model: Path, data: Path, voices: str, *flags: str, token: str | None = None) -> None:
+        self.port, self.http_port, self.token = free_port(), free_port(), token
         self.uri = f"tcp://127.0.0.1:{self.port}"
         self.url = f"http://127.0.0.1:{self.http_port}/"
         config = data / "config.yaml"
-        # a Base model has no preset speakers: one voice from config.yaml, so it has one to serve
-        write_clip(data / "reference.wav", "wav", "pcm_s16le")
-        config.write_text("engine:\n  max_frames: 48\nvoices:\n  - name: reference\n    ref_audio: reference.wav\n"
-                          "    x_vector_only: true\n", encoding="utf-8")
+        config.write_text(f"engine:\n  max_frames: 48\nvoices:\n{voices}", encoding="utf-8")
         self.log_path = data / "server.log"
         with open(self.log_path, "w", encoding="utf-8") as log:
             # many small codec calls: the preview's WAV arrives in many pieces, as a long one would
             self.proc = subprocess.Popen(
                 [sys.executable, "-m", "wyoming_qwen3tts", "--model", str(model), "--uri", self.uri,
-                 "--http", f"127.0.0.1:{self.http_port}", "--asr", f"tcp://127.0.0.1:{asr_port}", "--config",
-                 str(config), "--data-dir", str(data / "data"), "--greedy", "--threads", "1",
-                 "--first-chunk", "1", "--steady-chunk", "2"], stdout=log, stderr=subprocess.STDOUT)
+                 "--http", f"127.0.0.1:{self.http_port}", "--config", str(config), "--data-dir", str(data / "data"),
+                 "--greedy", "--threads", "1", "--first-chunk", "1", "--steady-chunk", "2", *flags,
+                 *(["--http-token", token] if token else [])], stdout=log, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + 180
         while not self.ready():
             assert self.proc.poll() is None, self.log()
@@ -156,7 +146,8 @@ class LabServer:
             return False
 
     def api(self, path: str) -> Any:
-        with urllib.request.urlopen(self.url + path, timeout=10) as response:
+        headers = {"Authorization": f"Bearer {self.token}"} if self.token else {}
+        with urllib.request.urlopen(urllib.request.Request(self.url + path, headers=headers), timeout=10) as response:
             return json.load(response)
 
     def voice_names(self) -> set[str]:
@@ -182,19 +173,34 @@ def off_thread(coro: Any) -> Any:
         return pool.submit(asyncio.run, asyncio.wait_for(coro, 120)).result()
 
 
+def serving(server: LabServer) -> Iterator[LabServer]:
+    try:
+        yield server
+    finally:
+        server.close()
+        log = server.log()
+        assert "Traceback" not in log, log
+
+
 @pytest.fixture(scope="module")
 def lab(converted_factory, tmp_path_factory) -> Iterator[LabServer]:
+    """A Base model (it clones) and a speech-to-text server for Transcribe; no token (loopback)."""
     asr = FakeAsr()
     try:
-        server = LabServer(converted_factory("tiny", "base", "int8"), tmp_path_factory.mktemp("lab"), asr.port)
-        try:
-            yield server
-        finally:
-            server.close()
-            log = server.log()
-            assert "Traceback" not in log, log
+        data = tmp_path_factory.mktemp("lab")
+        write_clip(data / "reference.wav", "wav", "pcm_s16le")
+        yield from serving(LabServer(converted_factory("tiny", "base", "int8"), data,
+                                     "  - name: reference\n    ref_audio: reference.wav\n    x_vector_only: true\n",
+                                     "--asr", f"tcp://127.0.0.1:{asr.port}"))
     finally:
         asr.close()
+
+
+@pytest.fixture(scope="module")
+def design_lab(converted_factory, tmp_path_factory) -> Iterator[LabServer]:
+    """A VoiceDesign model (voices from words, no cloning) behind a token, as a standalone server."""
+    yield from serving(LabServer(converted_factory("tiny", "voice_design", "int8"), tmp_path_factory.mktemp("design"),
+                                 '  - name: narrator\n    instruct: "A calm, deep voice."\n', token="s3cret-token"))
 
 
 @pytest.fixture(scope="module")
@@ -400,3 +406,40 @@ def test_the_page_is_served_with_relative_urls(lab):
     for script in scripts:
         code = script.read_text(encoding="utf-8")
         assert '"/api' not in code and "'/api" not in code and "`/api" not in code, script.name
+
+
+def test_design_a_voice_from_words_behind_a_token(browser, design_lab):
+    """A VoiceDesign model: the page offers only a description; the server wants a token, which
+    the page takes from ?token= once (and drops from the address bar), or asks for when it is stale."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    try:
+        page.goto(f"{design_lab.url}?token={design_lab.token}")
+        page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+        assert "token" not in page.url
+        assert page.locator("#from-recording").is_hidden()  # this model cannot clone
+        page.get_by_label("Voice description").fill("a calm, warm voice, late thirties")
+        page.get_by_role("button", name="Preview", exact=True).click()
+        page.locator("#preview-row").wait_for(timeout=120_000)
+        assert page.locator("#compare-clip").is_hidden()  # no clip to compare with
+        (preview,) = streams(page)
+        assert preview["ended"] and preview["error"] is None and preview["piecesBeforeLastByte"] >= 4, preview
+        save(page, "Warm", "designed in the lab")
+        wait_for_row(page, "Warm")
+        assert "Designed" in page.locator("#voice-rows tr[data-voice='Warm']").text_content()
+        assert "Warm" in design_lab.describe_names()
+        reply = off_thread(synthesize(design_lab.uri, "A designed voice speaks.", voice="Warm"))
+        assert len(reply.audio) > RATE
+
+        # the owner changed the token: the stored one is refused, the page asks once, then works
+        page.evaluate("localStorage.setItem('voiceLabToken', 'stale')")
+        page.reload()
+        dialog = page.get_by_role("dialog", name="Access token")
+        dialog.wait_for()
+        dialog.get_by_label("Token").fill(design_lab.token)
+        dialog.get_by_role("button", name="Use token").click()
+        page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+        assert page.evaluate("localStorage.getItem('voiceLabToken')") == design_lab.token
+        wait_for_row(page, "Warm")
+    finally:
+        context.close()
