@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import parse_qs
 
 from aiohttp import BodyPartReader, web
 
@@ -58,6 +59,13 @@ async def read_json(request: web.Request) -> dict[str, Any]:
 
 async def read_voice_form(request: web.Request, max_audio_bytes: int) -> VoiceForm:
     """A multipart form (fields of VoiceForm, `audio` a file) or a JSON object."""
+    if request.content_type == "application/x-www-form-urlencoded":  # a form without a file
+        body = await _read_bounded(request.content, MAX_JSON_BYTES, "the form")
+        try:
+            fields = parse_qs(body.decode("utf-8"), max_num_fields=MAX_PARTS)
+        except (UnicodeDecodeError, ValueError) as e:
+            raise ApiError(400, f"bad form: {e}") from None
+        return VoiceForm.from_json({k: v[-1] for k, v in fields.items() if k in TEXT_FIELDS})
     if request.content_type != "multipart/form-data":
         if request.content_type not in ("application/json", ""):
             raise ApiError(415, f"send multipart/form-data or application/json, not {request.content_type}")
