@@ -361,9 +361,16 @@ def test_rename_then_delete(page, lab, clips):
     wait_for_row(page, "Before")
     row = page.locator("#voice-rows tr[data-voice='Before']")
     row.get_by_role("button", name="Rename").click()
-    row.get_by_label("New name for Before").fill("After")
-    row.get_by_role("button", name="Apply").click()
+    page.keyboard.press("Escape")  # keyboard: Escape cancels, the focus is back on the row's buttons
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == "Play Before"
+    row.get_by_role("button", name="Rename").focus()
+    page.keyboard.press("Enter")
+    assert page.evaluate("document.activeElement.id") == row.get_by_label("New name for Before").get_attribute("id")
+    page.keyboard.press("Control+A")
+    page.keyboard.type("After")
+    page.keyboard.press("Enter")
     wait_for_row(page, "After")
+    page.wait_for_function("document.activeElement.getAttribute('aria-label') === 'Play After'")
     assert "Before" not in lab.voice_names() and {"After"} <= lab.describe_names() - {"Before"}
 
     row = page.locator("#voice-rows tr[data-voice='After']")

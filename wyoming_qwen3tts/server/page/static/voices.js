@@ -26,6 +26,12 @@ export class VoiceList {
     $("voice-rows").replaceChildren(...rows);
   }
 
+  /** Keyboard focus back on a voice's first button after its row was drawn again. */
+  focusRow(name) {
+    const row = [...$("voice-rows").rows].find((r) => r.dataset.voice === name);
+    if (row) row.querySelector("button")?.focus();
+  }
+
   has(name) {
     return this.voices.some((v) => v.name.toLowerCase() === name.toLowerCase());
   }
@@ -56,6 +62,12 @@ export class VoiceList {
     cell.replaceChildren(buttons, error);
   }
 
+  /** A cancelled rename or delete: the row's buttons again, with the keyboard focus on them. */
+  backToActions(voice, cell) {
+    this.showActions(voice, cell);
+    cell.querySelector("button").focus();
+  }
+
   /** A button whose visible text is `verb` and whose accessible name also says which voice. */
   button(verb, voice, onClick) {
     const b = element("button", { type: "button", textContent: verb });
@@ -84,12 +96,13 @@ export class VoiceList {
                          element("label", { htmlFor: id, textContent: `New name for ${voice.name}` }), input,
                          element("div", { className: "row" }, apply, cancel),
                          element("p", { id: errorId, className: "error", role: "alert", hidden: true }));
-    cancel.addEventListener("click", () => this.showActions(voice, cell));
+    cancel.addEventListener("click", () => this.backToActions(voice, cell));
+    form.addEventListener("keydown", (e) => { if (e.key === "Escape") this.backToActions(voice, cell); });
     form.addEventListener("submit", async (e) => {
       e.preventDefault();
       const name = input.value.trim();
       if (!name) return showError(errorId, "Type a name.");
-      if (name === voice.name) return this.showActions(voice, cell);
+      if (name === voice.name) return this.backToActions(voice, cell);
       const ok = await busy(apply, errorId, async () => {
         await sendJson("PATCH", `api/voices/${encodeURIComponent(voice.name)}`, { name });
         return true;
@@ -97,6 +110,7 @@ export class VoiceList {
       if (ok) {
         status(`Renamed ${voice.name} to ${name}.`);
         await this.refresh();
+        this.focusRow(name);
       }
     });
     cell.replaceChildren(form);
@@ -109,7 +123,7 @@ export class VoiceList {
     const yes = element("button", { type: "button", className: "danger", textContent: "Yes, delete" });
     yes.setAttribute("aria-label", `Yes, delete ${voice.name}`);
     const no = element("button", { type: "button", textContent: "Cancel" });
-    no.addEventListener("click", () => this.showActions(voice, cell));
+    no.addEventListener("click", () => this.backToActions(voice, cell));
     yes.addEventListener("click", async () => {
       const ok = await busy(yes, errorId, async () => {
         await request(`api/voices/${encodeURIComponent(voice.name)}`, { method: "DELETE" });
