@@ -450,3 +450,47 @@ def test_design_a_voice_from_words_behind_a_token(browser, design_lab):
         wait_for_row(page, "Warm")
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("can_clone, can_design", [(False, False), (True, True)])
+def test_what_the_page_offers_follows_what_the_server_can(browser, lab, can_clone, can_design):
+    """A CustomVoice model makes no voices; a server with a Base and a VoiceDesign model makes
+    both kinds. The real server's /api/info, with those two abilities changed on the way."""
+    context = browser.new_context()
+    page = context.new_page()
+
+    def info(route):
+        body = route.fetch().json()
+        route.fulfill(json={**body, "can_clone": can_clone, "can_design": can_design})
+
+    try:
+        page.route("**/api/info", info)
+        page.goto(lab.url)
+        page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+        if not can_clone and not can_design:
+            assert page.locator("#cannot-make").is_visible() and page.locator("#make-body").is_hidden()
+            assert page.get_by_role("button", name="Play reference").is_visible()  # the list still plays
+            return
+        choice = page.get_by_role("group", name="Make it from")
+        assert choice.is_visible() and page.get_by_label("Voice description").is_hidden()
+        choice.get_by_label("A description in words").check()
+        assert page.get_by_label("Voice description").is_visible() and page.locator("#from-recording").is_hidden()
+        choice.get_by_label("A recording").check()
+        assert page.get_by_role("button", name="Record", exact=True).is_visible()
+    finally:
+        context.close()
+
+
+def test_every_control_has_its_accessible_name(page):
+    """The names the issue gives (screen readers and tests find the controls by them); a row's
+    Delete is found by name in test_rename_then_delete."""
+    for role, name in [("button", "Record"), ("button", "Stop"), ("button", "Upload"), ("textbox", "Transcript"),
+                       ("button", "Preview"), ("button", "Save"), ("textbox", "Name"), ("combobox", "Language"),
+                       ("textbox", "Description"), ("textbox", "Sample sentence"), ("meter", "Microphone level"),
+                       ("status", None), ("table", "Every voice the server speaks with")]:
+        assert page.get_by_role(role, name=name, exact=True).count() == 1, (role, name)
+    unnamed = page.evaluate("""[...document.querySelectorAll('button, input, select, textarea, meter, audio')]
+        .filter((e) => !(e.labels && e.labels.length) && !e.getAttribute('aria-label')
+                       && !e.getAttribute('aria-labelledby') && !(e.tagName === 'BUTTON' && e.textContent.trim()))
+        .map((e) => e.outerHTML)""")
+    assert unnamed == []

@@ -40,7 +40,10 @@ export class VoiceMaker {
     if (!this.info.can_clone) {
       $("from-recording").hidden = true;
       if (this.info.can_design) document.querySelector("input[name=source][value=description]").click();
-      else $("make").hidden = true;
+      else {
+        $("make-body").hidden = true;
+        $("cannot-make").hidden = false;
+      }
       $("source-choice").hidden = true;
     }
     $("transcribe").hidden = !this.info.asr;
