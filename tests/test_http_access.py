@@ -6,8 +6,8 @@ import asyncio
 
 import aiohttp
 import pytest
-from yarl import URL
 from http_app import with_app
+from yarl import URL
 
 from wyoming_qwen3tts.config import ConfigError, ServerConfig, apply_overrides
 from wyoming_qwen3tts.server.app import config_from_args, parse_args
@@ -129,3 +129,20 @@ def test_http_settings_and_flags():
                            ({"ha_url": "supervisor/core"}, "not an http://"), ({"http_token": " "}, "empty")]:
         with pytest.raises(ConfigError, match=message):
             apply_overrides(ServerConfig(), **flags)
+
+
+def test_a_client_that_stops_sending_its_body_is_answered_408(tmp_path, monkeypatch):
+    monkeypatch.setattr("wyoming_qwen3tts.server.http_forms.READ_TIMEOUT_S", 0.5)
+
+    async def stall(url: str) -> None:
+        host, port = url.removeprefix("http://").split(":")
+        reader, writer = await asyncio.open_connection(host, int(port))
+        writer.write(b"POST /api/speak HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                     b"Content-Length: 1000\r\n\r\n{\"voice\": ")
+        await writer.drain()
+        start = asyncio.get_running_loop().time()
+        head = await asyncio.wait_for(reader.readline(), 10)
+        assert head.startswith(b"HTTP/1.1 408") and asyncio.get_running_loop().time() - start < 5
+        writer.close()
+
+    run(with_app(tmp_path, stall))

@@ -303,3 +303,30 @@ def test_designed_voices_with_a_voice_design_model(converted_factory, tmp_path):
         assert server.kv_idle()
     finally:
         server.close()
+
+
+def test_wyoming_keeps_serving_while_a_voice_is_cloned(base_server, monkeypatch):
+    """The encoders run on a worker thread: made to take 3 s here, they hold no Wyoming request."""
+    import threading
+    import time
+
+    real = base_server.lab._encoders
+    started = threading.Event()
+
+    def slow(service):
+        started.set()
+        time.sleep(3.0)
+        return real(service)
+
+    monkeypatch.setattr(base_server.lab, "_encoders", slow)
+    result: list[int] = []
+    saving = threading.Thread(target=lambda: result.append(call("POST", f"{base_server.url}/api/voices", data=form(
+        clip_wav(seed=8), name="Slow", transcript=REF_TEXT))[0]))
+    saving.start()
+    assert started.wait(30)
+    begin = time.monotonic()
+    assert speaks_over_wyoming(base_server, "anna") and "Slow" not in voice_names(base_server.uri)
+    assert call("GET", f"{base_server.url}/api/health")[0] == 200
+    assert time.monotonic() - begin < 2.0 and saving.is_alive()
+    saving.join(60)
+    assert result == [201] and "Slow" in voice_names(base_server.uri)
