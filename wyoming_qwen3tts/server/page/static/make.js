@@ -1,0 +1,258 @@
+// Making a voice: a clip (recorded or uploaded) and its transcript, or a description in words;
+// a streamed preview; saving it (docs/HTTP-page.md).
+
+import { formOf, request, sendJson } from "./api.js";
+import { Recording, recordingUnavailable } from "./recorder.js";
+import { $, busy, clearError, languageName, showError, status } from "./ui.js";
+
+const INSECURE_NOTE = "Recording needs a secure connection, and this page was opened over plain http, so the " +
+  "browser does not give it the microphone (the Home Assistant companion app neither, unless it connects over " +
+  "https). Open Home Assistant over https (Home Assistant Cloud, or your own certificate) to record here — or " +
+  "record with any app on your phone or computer and upload the file below.";
+const UNSUPPORTED_NOTE = "This browser cannot record audio. Record with another app and upload the file below.";
+
+const MIC_ERRORS = {
+  NotAllowedError: "The microphone was not allowed. Allow it for this site in the browser's settings, or upload a file.",
+  NotFoundError: "No microphone was found. Connect one, or upload a file.",
+  NotReadableError: "The microphone is in use by another program.",
+};
+
+export class VoiceMaker {
+  constructor(info, player, voices) {
+    this.info = info;
+    this.player = player;
+    this.voices = voices;
+    this.clip = null; // {blob, filename}
+    this.clipUrl = null;
+    this.recording = null;
+    this.limits = { max_upload_mb: 20, min_clip_s: 3, max_clip_s: 30, ...(info.limits || {}) };
+  }
+
+  setup() {
+    this.fillLanguages();
+    if (this.info.can_design) $("source-choice").hidden = false;
+    for (const radio of document.querySelectorAll("input[name=source]")) {
+      radio.addEventListener("change", () => this.showSource());
+    }
+    for (const radio of document.querySelectorAll("input[name=transcript-mode]")) {
+      radio.addEventListener("change", () => this.showTranscriptMode());
+    }
+    if (!this.info.can_clone) {
+      $("from-recording").hidden = true;
+      if (this.info.can_design) document.querySelector("input[name=source][value=description]").click();
+      else {
+        $("make-body").hidden = true;
+        $("cannot-make").hidden = false;
+      }
+      $("source-choice").hidden = true;
+    }
+    $("transcribe").hidden = !this.info.asr;
+    const why = recordingUnavailable();
+    if (why) {
+      $("mic-note").textContent = why === "insecure" ? INSECURE_NOTE : UNSUPPORTED_NOTE;
+      $("mic-note").hidden = false;
+      $("record-row").hidden = true;
+    }
+    $("record").addEventListener("click", () => this.record());
+    $("stop").addEventListener("click", () => this.recording && this.recording.stop());
+    $("upload").addEventListener("change", () => this.upload());
+    $("transcribe").addEventListener("click", () => this.transcribe());
+    $("preview").addEventListener("click", () => this.preview());
+    $("save-form").addEventListener("submit", (e) => {
+      e.preventDefault();
+      this.save();
+    });
+  }
+
+  fillLanguages() {
+    const select = $("language");
+    const languages = this.info.languages || [];
+    select.replaceChildren(...languages.map((code) => new Option(languageName(code), code)));
+    // the browser's language when the server has it, else "auto" when offered, else the first
+    const mine = navigator.language.toLowerCase();
+    const preferred = languages.find((l) => l.toLowerCase() === mine)
+      || languages.find((l) => l.toLowerCase() === mine.split("-")[0])
+      || languages.find((l) => l.toLowerCase() === languageName(mine.split("-")[0]).toLowerCase())
+      || languages.find((l) => l.toLowerCase() === "auto");
+    if (preferred) select.value = preferred;
+  }
+
+  get fromDescription() {
+    return document.querySelector("input[name=source]:checked").value === "description";
+  }
+
+  get timbreOnly() {
+    return document.querySelector("input[name=transcript-mode]:checked").value === "none";
+  }
+
+  showSource() {
+    $("from-recording").hidden = this.fromDescription;
+    $("from-description").hidden = !this.fromDescription;
+  }
+
+  showTranscriptMode() {
+    $("transcript").disabled = this.timbreOnly;
+    $("transcribe").disabled = this.timbreOnly;
+  }
+
+  setClip(clip, label) {
+    this.clip = clip;
+    if (this.clipUrl) URL.revokeObjectURL(this.clipUrl);
+    this.clipUrl = URL.createObjectURL(clip.blob);
+    $("clip-player").src = this.clipUrl;
+    $("clip-label").textContent = label;
+    $("clip-row").hidden = false;
+  }
+
+  async record() {
+    clearError("audio-error");
+    const { min_clip_s: min, max_clip_s: max } = this.limits;
+    let recording;
+    try {
+      recording = await Recording.start(max, (seconds, level) => {
+        $("countdown").textContent = seconds < min ? `${seconds.toFixed(0)} s — keep going, at least ${min} s`
+          : `${Math.max(0, max - seconds).toFixed(0)} s left`;
+        $("level").value = level;
+      });
+    } catch (err) {
+      showError("audio-error", MIC_ERRORS[err.name] || `The microphone could not be opened: ${err.message}`);
+      return;
+    }
+    this.recording = recording;
+    $("record").disabled = true;
+    $("upload").disabled = true;
+    $("stop").disabled = false;
+    $("stop").focus();
+    status(`Recording… up to ${max} s. Press Stop when you are done.`);
+    try {
+      const clip = await recording.finished;
+      if (clip.seconds < min) {
+        showError("audio-error", `That was ${clip.seconds.toFixed(1)} s; a clone needs at least ${min} s. ` +
+                  "Record again.");
+        status("Recording too short.");
+      } else {
+        this.setClip(clip, `Your recording (${clip.seconds.toFixed(0)} s)`);
+        status(`Recorded ${clip.seconds.toFixed(0)} s. Listen to it, then preview the voice.`);
+      }
+    } catch (err) {
+      showError("audio-error", `The recording failed: ${err.message}`);
+    } finally {
+      this.recording = null;
+      $("record").disabled = false;
+      $("upload").disabled = false;
+      $("stop").disabled = true;
+      $("level").value = 0;
+      $("countdown").textContent = "";
+      $("record").focus();
+    }
+  }
+
+  upload() {
+    clearError("audio-error");
+    const file = $("upload").files[0];
+    if (!file) return;
+    if (file.size > this.limits.max_upload_mb * 1024 * 1024) {
+      showError("audio-error", `${file.name} is ${(file.size / 1048576).toFixed(1)} MB; the limit is ` +
+                `${this.limits.max_upload_mb} MB. Upload a shorter clip (${this.limits.max_clip_s} s are enough).`);
+      return;
+    }
+    this.setClip({ blob: file, filename: file.name }, `Uploaded: ${file.name}`);
+    status(`${file.name} is ready. Preview the voice or save it.`);
+  }
+
+  /** The clip and transcript, or an error in the control that lacks them. */
+  cloneFields() {
+    if (!this.clip) {
+      showError("audio-error", "Record or upload a clip first.");
+      return null;
+    }
+    const transcript = this.timbreOnly ? "" : $("transcript").value.trim();
+    if (!this.timbreOnly && !transcript) {
+      showError("transcript-error", "Type what the clip says, or choose “No transcript”.");
+      return null;
+    }
+    return { transcript };
+  }
+
+  instruct() {
+    const instruct = $("instruct").value.trim();
+    if (!instruct) showError("instruct-error", "Describe the voice first.");
+    return instruct || null;
+  }
+
+  async transcribe() {
+    if (!this.clip) return showError("transcript-error", "Record or upload a clip first.");
+    await busy($("transcribe"), "transcript-error", async () => {
+      status("Transcribing…");
+      const response = await request("api/transcribe", { method: "POST", body: formOf({}, this.clip) });
+      $("transcript").value = (await response.json()).text;
+      status("Transcribed. Check the words and correct them if needed.");
+    });
+  }
+
+  async preview() {
+    for (const id of ["audio-error", "transcript-error", "instruct-error"]) clearError(id);
+    const text = $("sample").value.trim();
+    if (!text) return showError("preview-error", "Type a sample sentence.");
+    const language = $("language").value;
+    let init;
+    if (this.fromDescription) {
+      const instruct = this.instruct();
+      if (!instruct) return;
+      init = { headers: { "Content-Type": "application/json" }, body: JSON.stringify({ instruct, text, language }) };
+    } else {
+      const fields = this.cloneFields();
+      if (!fields) return;
+      init = { body: formOf({ ...fields, language, text }, this.clip) };
+    }
+    await busy($("preview"), "preview-error", async () => {
+      status("Making the preview…");
+      const wav = await this.player.play("preview", (signal) => request("api/preview", { method: "POST", ...init, signal }));
+      if (!wav) return;
+      const player = $("preview-player");
+      if (player.src) URL.revokeObjectURL(player.src);
+      player.src = URL.createObjectURL(wav);
+      $("compare-clip").hidden = this.fromDescription;
+      if (!this.fromDescription) $("compare-player").src = this.clipUrl;
+      $("preview-row").hidden = false;
+      status("Preview played. Save the voice if you like it.");
+    }, "audio-error");
+  }
+
+  async save() {
+    for (const id of ["audio-error", "transcript-error", "instruct-error", "save-error"]) clearError(id);
+    const name = $("name").value.trim();
+    const language = $("language").value;
+    const description = $("description").value.trim();
+    if (!name) {
+      showError("save-error", "Give the voice a name.");
+      $("name").focus();
+      return;
+    }
+    if (this.voices.has(name)) {
+      showError("save-error", `There is already a voice called ${name}. Choose another name.`);
+      return;
+    }
+    let send;
+    if (this.fromDescription) {
+      const instruct = this.instruct();
+      if (!instruct) return;
+      send = () => sendJson("POST", "api/voices", { name, language, description, instruct });
+    } else {
+      const fields = this.cloneFields();
+      if (!fields) return;
+      send = () => request("api/voices", { method: "POST", body: formOf({ ...fields, name, language, description },
+                                                                          this.clip) });
+    }
+    const saved = await busy($("save"), "save-error", async () => {
+      status(`Saving ${name}…`);
+      await send();
+      return true;
+    }, "audio-error");
+    if (!saved) return status("Not saved.");
+    status(`Saved ${name}.`);
+    $("name").value = "";
+    $("description").value = "";
+    await this.voices.refresh();
+  }
+}
