@@ -42,15 +42,19 @@ def test_a_token_is_required_and_the_page_sets_its_cookie(tmp_path, page_dir):
             assert await status(session, f"{url}/api/voices") == 401
             assert await status(session, f"{url}/api/voices", headers={"Authorization": "Bearer nope"}) == 401
             assert await status(session, f"{url}/api/voices", headers={"Authorization": "Bearer s3cret"}) == 200
-            assert await status(session, f"{url}/") == 401
+            assert await status(session, f"{url}/") == 200  # the page (no data): it asks for the token
+            assert await status(session, f"{url}/static/app.js") == 200
+            assert TOKEN_COOKIE not in session.cookie_jar.filter_cookies(URL(url))
             async with session.get(f"{url}/?token=s3cret") as r:
                 assert r.status == 200 and "Voices" in await r.text()
                 cookie = r.cookies[TOKEN_COOKIE]
                 assert cookie["httponly"] and cookie["samesite"] == "Strict"
             assert await status(session, f"{url}/api/voices") == 200  # the cookie now
             assert await status(session, f"{url}/api/health") == 503  # open to loopback; no model loaded
-        async with aiohttp.ClientSession() as fresh:
-            assert await status(fresh, f"{url}/?token=wrong") == 401
+        async with aiohttp.ClientSession(cookie_jar=aiohttp.CookieJar(unsafe=True)) as fresh:
+            assert await status(fresh, f"{url}/?token=wrong") == 200  # the page, and no cookie
+            assert TOKEN_COOKIE not in fresh.cookie_jar.filter_cookies(URL(url))
+            assert await status(fresh, f"{url}/api/voices") == 401
 
     run(with_app(tmp_path, check, page_dir, http_token="s3cret"))
 

@@ -1,5 +1,5 @@
 """The voice lab page (wyoming_qwen3tts/server/page/) in a real browser against the real server
-process (docs/HTTP-page.md): Debian's Chromium driven by Playwright, a WAV file as the microphone.
+process (docs/HTTP.md, "The page"): Debian's Chromium driven by Playwright, a WAV file as the microphone.
 
 Record -> streamed preview -> save -> the voice in Wyoming `describe` and speaking over Wyoming;
 an upload of every format the page accepts; errors shown next to their control; rename; delete;

@@ -6,6 +6,9 @@
   only peer answered without a token: it has signed the user in. Its address on the add-on
   network is 172.30.32.2; QWEN3TTS_INGRESS_PEERS (comma-separated) replaces it in tests.
 - `GET /api/health` is open to loopback peers too (a container's own health check).
+- With a token, the page itself (`GET /`, `/static/*`: markup and scripts, no data) is served
+  to anyone, so a browser without the token loads it and the page asks for the token when
+  the API answers 401. Under ingress without a token, only the proxy gets even that.
 The peer is the TCP peer, never a forwarded-for header, which anyone can send.
 """
 from __future__ import annotations
@@ -62,6 +65,9 @@ def access_guard(token: str | None, ingress: bool) -> Middleware:
     async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
         peer = peer_address(request)
         if peer in peers or (request.path in OPEN_TO_LOOPBACK and _loopback(peer)):
+            return await handler(request)
+        if token is not None and request.method == "GET" and (request.path == "/" or
+                                                              request.path.startswith("/static/")):
             return await handler(request)
         if token is None:
             if ingress:
