@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from lab_server import free_port
 from signals import speech_like, write_float_wav
+from test_http_api import REF_TEXT as LAB_TEXT
+from test_http_api import call, clip_wav, form
 from test_server import Server, run
 from wyoming.client import AsyncClient
 from wyoming.info import Describe, Info
@@ -21,8 +25,10 @@ from wyoming_qwen3tts.engine.config import EngineConfig
 from wyoming_qwen3tts.model.manifest import read_converted
 from wyoming_qwen3tts.server import loading
 from wyoming_qwen3tts.server.directory import plan_models
+from wyoming_qwen3tts.server.http_api import HttpServer, build_app, start_http
 from wyoming_qwen3tts.server.model_set import ModelSet
 from wyoming_qwen3tts.server.service import ServiceSlot
+from wyoming_qwen3tts.server.voice_lab import VoiceLab
 
 FRAMES = 12
 REF_TEXT = "This is the reference recording of the voice."
@@ -40,25 +46,33 @@ def config_of(models: list[ModelEntry], data_dir: Path, voices: tuple[VoiceConfi
 
 
 class Served:
-    """A server as serve() runs it: plans, the preview voice list, a ModelSet preloading."""
+    """A server as serve() runs it: plans, the voice list (with the voice lab's saved voices)
+    before any load, a ModelSet preloading, the HTTP side at self.url."""
 
     def __init__(self, config: ServerConfig) -> None:
         self.slot = ServiceSlot(settings=config.server)
         self.server = Server(None, self.slot)
         self.models: ModelSet | None = None
+        self.http: HttpServer | None = None
+        self.url = f"http://127.0.0.1:{free_port()}"
+        lab = VoiceLab(self.slot, config)
 
         async def start() -> None:
+            self.http = await start_http(build_app(self.slot, config.server, lab), self.url.removeprefix("http://"))
             plans = await asyncio.to_thread(loading.plan, config)
-            directory = loading.preview_directory(config, plans)
+            directory = lab.prepare(plans)
             assert directory is not None
             self.slot.publish(directory)
-            self.models = self.slot.loader = ModelSet(config, plans, self.slot, asyncio.get_running_loop())
+            self.models = self.slot.loader = ModelSet(config, plans, self.slot, asyncio.get_running_loop(),
+                                                      lab.attach)
             await self.models.preload()
 
         asyncio.run_coroutine_threadsafe(start(), self.server.loop).result(600)
         self.uri = self.server.uri
 
     def close(self) -> None:
+        if self.http is not None:
+            asyncio.run_coroutine_threadsafe(self.http.stop(), self.server.loop).result(20)
         self.server.close()
         assert self.models is not None
         for service in self.models.close():
@@ -144,6 +158,33 @@ def test_the_memory_budget_unloads_the_least_recently_used_idle_model(converted_
     assert list(server.slot.services) == [1]  # the CustomVoice model was idle: unloaded for it
     assert len(run(synthesize(server.uri, "Hello.", voice="ryan")).audio) == FRAMES * 1920 * 2
     assert list(server.slot.services) == [0]
+
+
+def test_the_voice_lab_saves_a_clone_next_to_the_preset_voices(converted_factory, tmp_path, served):
+    """Preset voices + my own voice: the lab clones with the Base model, the voice joins the one
+    list at once and at the next start (listed before any model loads), and speaks."""
+    custom = str(converted_factory("tiny", "custom_voice", "int8"))
+    base = str(converted_factory("tiny", "base", "int8"))
+    config = config_of([ModelEntry(custom), ModelEntry(base)], tmp_path)
+    first = Served(config)
+    served.append(first)
+    info = json.loads(call("GET", f"{first.url}/api/info")[1])
+    assert info["can_clone"] and not info["can_design"] and "en" in info["languages"]
+    status, body, _ = call("POST", f"{first.url}/api/voices", data=form(clip_wav(), name="Grandma",
+                                                                       transcript=LAB_TEXT, language="en"))
+    assert status == 201, body
+    names = [v.name for v in describe(first.uri).tts[0].voices]
+    assert "ryan" in names and names[-1] == "Grandma" and len(names) == 10
+    listed = {v["name"]: v for v in json.loads(call("GET", f"{first.url}/api/voices")[1])}
+    assert listed["Grandma"]["kind"] == "saved" and "Base" in listed["Grandma"]["model"]
+    assert listed["ryan"]["kind"] == "preset" and "CustomVoice" in listed["ryan"]["model"]
+    assert len(run(synthesize(first.uri, "Good morning.", voice="Grandma")).audio) == FRAMES * 1920 * 2
+    first.close()
+    served.remove(first)
+    second = Served(dataclasses.replace(config, models=(ModelEntry(custom), ModelEntry(base, preload=False))))
+    served.append(second)
+    assert list(second.slot.services) == [0] and "Grandma" in [v.name for v in describe(second.uri).tts[0].voices]
+    assert len(run(synthesize(second.uri, "Good morning.", voice="Grandma")).audio) == FRAMES * 1920 * 2
 
 
 def specs_of(*converted: Path) -> list:
