@@ -5,7 +5,7 @@
 // engine/decoders.py decides which may). The compiled models are shared; each runner makes
 // its own StreamingCodec from them, with infer requests and stream states of its own: one
 // CompiledModel serves any number of infer requests, from any threads, while one infer request
-// is for one thread at a time (docs/OPENVINO.md).
+// is for one thread at a time (docs/OPENVINO.md §13).
 #pragma once
 
 #include <cstdint>
