@@ -5,6 +5,7 @@ does alone."""
 from __future__ import annotations
 
 import gc
+import re
 import shutil
 import threading
 import time
@@ -127,6 +128,9 @@ def test_conversions_of_one_checkpoint_share_a_changed_codec_does_not(models, ch
     again = convert(checkpoint_factory("tiny", "custom_voice"), tmp_path / "again", weights="int8")
     first = models["custom_voice"]
     assert (first / "codec_steady_8.xml").read_bytes() != (again / "codec_steady_8.xml").read_bytes()  # auto names
+    renamed = Path(shutil.copytree(first, tmp_path / "renamed"))  # other numbers, with other digit counts
+    for xml in renamed.glob("codec*.xml"):
+        xml.write_text(re.sub(r'( name="[A-Za-z]+_)([0-9]+)"', r'\g<1>1\g<2>0"', xml.read_text()))
     changed = Path(shutil.copytree(first, tmp_path / "changed"))
     weights = bytearray((changed / "codec_steady_8.bin").read_bytes())
     weights[len(weights) // 2] ^= 0x40  # one codec weight, the file's size unchanged
@@ -134,10 +138,11 @@ def test_conversions_of_one_checkpoint_share_a_changed_codec_does_not(models, ch
 
     decoders = Decoders()
     loaded = {name: LoadedModel(path, precision="f32", kv_precision="f32", threads=1) for name, path in
-              {"first": first, "base": models["base"], "again": again, "changed": changed}.items()}
+              {"first": first, "base": models["base"], "again": again, "renamed": renamed, "changed": changed}.items()}
     codecs = {name: decoders.codec(model, SCHEDULE) for name, model in loaded.items()}
-    assert codecs["first"][1] and not codecs["base"][1] and not codecs["again"][1]  # (graphs, compiled now)
-    assert codecs["first"][0] is codecs["base"][0] is codecs["again"][0]
+    assert codecs["first"][1]  # (graphs, whether compiled now)
+    for name in ("base", "again", "renamed"):
+        assert not codecs[name][1] and codecs[name][0] is codecs["first"][0], name
     assert codecs["changed"][1] and codecs["changed"][0] is not codecs["first"][0]
     # another schedule, or other compile properties, is another compiled decoder
     assert decoders.codec(loaded["first"], ChunkSchedule(1, 4))[1]

@@ -6,9 +6,9 @@ largest thing a model holds after the talker (0.6B, bf16: ~0.3 GB per compiled c
 A server passes one `Decoders` to every model it opens; two models get the same compiled
 decoder when it would be compiled alike — same device, same compile properties (precision,
 threads), same chunk graphs for the same schedule — from the same files. The files are
-compared by what they hold, never by their names: sizes first, then the sha256 of each weights
-file and of each IR with OpenVINO's auto-numbered layer names ("Constant_314974") taken out,
-since two conversions of one checkpoint differ only in those.
+compared by what they hold, never by their names: the weights files' sizes first, then the
+sha256 of each weights file and of each IR with OpenVINO's auto-numbered layer names
+("Constant_314974") taken out, since two conversions of one checkpoint differ only in those.
 
 Entries are held weakly: a compiled decoder lives while a runner uses it, and goes with the
 last one (Scheduler.close). The native runner's codec graphs (native/include/qwen3tts/
@@ -56,7 +56,7 @@ class _Entry:
     kind: str  # "codec" or "lead"
     settings: Hashable  # device, compile properties, graph layout and schedule
     files: tuple[Path, ...]  # .xml and .bin of each graph, in the layout's order
-    sizes: tuple[int, ...]
+    sizes: tuple[int, ...]  # of each .bin
     ref: weakref.ref
 
 
@@ -95,7 +95,8 @@ class Decoders:
 
     def _shared(self, kind: str, settings: Hashable, xmls: list[Path], build: Callable[[], T]) -> tuple[T, bool]:
         files = tuple(f for xml in xmls for f in ir_files(xml))
-        sizes = tuple(f.stat().st_size for f in files)
+        # the weights' sizes: an IR's own size differs with the digits of its auto-numbered names
+        sizes = tuple(f.stat().st_size for f in files if f.suffix == ".bin")
         with self._lock:
             self._prune()
             for entry in self._entries:

@@ -43,9 +43,9 @@ class EngineGroup:
 
     @property
     def running(self) -> bool:
-        """Whether the group's thread is alive."""
-        with self.lock:
-            return self._thread is not None and self._thread.is_alive()
+        """Whether the group's thread is alive (without the lock: members ask under it)."""
+        thread = self._thread
+        return thread is not None and thread.is_alive()
 
     def join(self, member: Scheduler) -> None:
         """Step `member` from now on (Scheduler.start)."""
