@@ -25,12 +25,14 @@ from wyoming_qwen3tts.engine.memory import LoadMemory
 from wyoming_qwen3tts.engine.open import Placement, open_engine
 from wyoming_qwen3tts.engine.scheduler import Scheduler
 from wyoming_qwen3tts.engine.step import ChunkSchedule
+from wyoming_qwen3tts.engine.stream import RequestAborted
 from wyoming_qwen3tts.model.prompt import VoiceRequest
 
-CONFIG = EngineConfig(kv_blocks=64, max_frames=24, first_chunk=1, steady_chunk=8)
+CONFIG = EngineConfig(kv_blocks=64, max_frames=400, first_chunk=1, steady_chunk=8)
 PLACEMENT = Placement(precision="f32", kv_precision="f32", threads=1)  # exact: the numbers do not depend on timing
 SCHEDULE = ChunkSchedule(CONFIG.first_chunk, CONFIG.steady_chunk)
 FRAMES = 20
+LONG = 400  # frames of a request still running when its model closes
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +102,18 @@ def test_two_models_share_one_codec_and_one_thread_and_speak_as_alone(models):
             np.testing.assert_array_equal(codes, expected[kind][0], err_msg=kind)
             np.testing.assert_array_equal(pcm, expected[kind][1], err_msg=kind)
         codec = weakref.ref(cv.runner.codec)
+        # one model closed while both speak: its request ends aborted, the other's is as alone
+        leaving = cv.submit(voice("custom_voice"), replace(cv.defaults, min_frames=LONG), max_frames=LONG)
+        staying = submit(base, "base")
+        leaving.get(timeout=60)  # it is running
         cv.close()
+        with pytest.raises(RequestAborted):
+            leaving.read_all(timeout=60)
         assert group.members == (base,) and decoders.live() == 1
-        codes, pcm = result(submit(base, "base"))  # the other keeps speaking, with the codec still there
+        codes, pcm = result(staying)
+        np.testing.assert_array_equal(codes, expected["base"][0])
+        np.testing.assert_array_equal(pcm, expected["base"][1])
+        codes, pcm = result(submit(base, "base"))  # and it keeps speaking, with the codec still there
         np.testing.assert_array_equal(codes, expected["base"][0])
         np.testing.assert_array_equal(pcm, expected["base"][1])
         base.close()
