@@ -2,8 +2,8 @@
 each weight read, and ends them on EOS, frame cap, abort or timeout.
 
 It runs on its own thread, or on the thread of a group of schedulers (engine/group.py: several
-models in one process, stepped in turn), and owns the batch (engine/batch.py: the sequences, the KV pool and
-the runner that executes each step); other threads only `submit`, `open`, `feed`,
+models in one process, stepped in turn), and owns the batch (engine/batch.py: the sequences, the
+KV pool and the runner that executes each step); other threads only `submit`, `open`, `feed`,
 `abort` and read `metrics()`, all under one short lock that is never held across inference.
 Admission is FIFO: the oldest waiting request goes first, and while it waits for KV blocks
 nobody overtakes it. A request reserves its worst case (prompt + frame cap) at admission, so
@@ -226,8 +226,7 @@ class Scheduler:
         with self._lock:
             if self._stopping:
                 raise EngineError("the engine is shutting down")
-            if self._thread is not None and not self._thread.is_alive() or \
-                    self._joined and self.group is not None and not self.group.running:
+            if self._thread_died():
                 raise EngineError("the engine thread has stopped")
             if len(self._waiting) >= self.config.max_queue:
                 raise EngineBusy(f"busy: {len(self._waiting)} requests are already waiting, try again later")
@@ -241,6 +240,12 @@ class Scheduler:
             self._waiting.append(req)
             self._wake.notify()
         return req
+
+    def _thread_died(self) -> bool:
+        """The thread that steps it (its own, or its group's) was started and is gone."""
+        if self._joined and self.group is not None:
+            return not self.group.running
+        return self._thread is not None and not self._thread.is_alive()
 
     def _cap(self, text_tokens: int, params: SamplingParams, max_frames: int | None) -> int:
         """A request's frame cap: the runaway guard for its text, the caller's limit, the sampling limit."""
