@@ -104,7 +104,7 @@ def test_no_lead_where_it_would_not_help(model) -> None:
     """Not before the first-chunk call is measured, not where it is too slow to follow the
     lead in time, not for a sequence whose first frame is its last (its whole frame is due in
     the same call)."""
-    batch = open_batch(model, EngineConfig(kv_blocks=16), ChunkSchedule(1, 8))
+    batch = open_batch(model, EngineConfig(kv_blocks=16, codec_lead=True), ChunkSchedule(1, 8))
     assert batch.lead is not None and batch.pacer is not None
     embeds = model.embed_prompt(model.prompt(VoiceRequest("Hello.", "english", "ryan")))
     params = SamplingParams.from_defaults(model.spec.generation).greedy()
@@ -132,7 +132,7 @@ def test_no_lead_where_it_would_not_help(model) -> None:
 
 
 def test_scheduler_hands_the_lead_to_the_stream_first(model) -> None:
-    sched = Scheduler(model, EngineConfig(kv_blocks=64))
+    sched = Scheduler(model, EngineConfig(kv_blocks=64, codec_lead=True))
     assert sched.batch.pacer is not None
     sched.batch.pacer.decoded(1, 1, 0.001)
     params = SamplingParams.from_defaults(model.spec.generation, seed=2, max_new_tokens=6)

@@ -233,9 +233,11 @@ def test_the_model_and_the_native_runner_get_each_graphs_precision(converted_fac
     f32 compiles with exactly the properties it always had."""
     from wyoming_qwen3tts.engine import native
 
-    captured = []
+    captured, codecs = [], []
     loaded = types.SimpleNamespace(talker_runtime="openvino", subcode_runtime="openvino")  # what NativeRunner logs
-    monkeypatch.setattr(native._native, "Runner", lambda config: captured.append(config) or loaded)
+    monkeypatch.setattr(native._native, "Runner", lambda config, codec: captured.append(config) or loaded)
+    monkeypatch.setattr(native._native, "CodecGraphs",
+                        lambda config: codecs.append(config) or types.SimpleNamespace(load_memory=[]))
     model_dir = converted_factory("tiny", "custom_voice", "int8")
     expected = fastest_precision("CPU", device_capabilities(ov.Core(), "CPU"))
     with caplog.at_level(logging.INFO):
@@ -247,9 +249,10 @@ def test_the_model_and_the_native_runner_get_each_graphs_precision(converted_fac
     assert exact.precisions == {"talker": "f32", "subcode": "f32", "decoder": "f32"}
     native.NativeRunner(exact, ChunkSchedule(1, 8, False))
     (auto, f32) = captured
-    for config, decoder in ((auto, expected), (f32, "f32")):
-        for graph, precision in (("talker", "f32"), ("subcode", "f32"), ("decoder", decoder)):
+    for config, codec, decoder in ((auto, codecs[0], expected), (f32, codecs[1], "f32")):
+        for graph, precision in (("talker", "f32"), ("subcode", "f32")):
             assert getattr(config, f"{graph}_properties")["INFERENCE_PRECISION_HINT"] == precision
+        assert codec.properties["INFERENCE_PRECISION_HINT"] == decoder
         assert config.talker_properties == {"PERFORMANCE_HINT": "LATENCY", "INFERENCE_PRECISION_HINT": "f32",
                                             "KV_CACHE_PRECISION": "u8"}
 

@@ -71,7 +71,7 @@ def test_lead_and_text_table_pages_go_once_read(model_dir):
     import numpy as np
 
     model = LoadedModel(model_dir, precision="f32", kv_precision="u8")
-    engine = Scheduler(model, EngineConfig(kv_blocks=16, max_frames=12))
+    engine = Scheduler(model, EngineConfig(kv_blocks=16, max_frames=12, codec_lead=True))
     try:
         assert engine.batch.lead is not None
         resident = resident_kb(model_dir)

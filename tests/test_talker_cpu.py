@@ -226,7 +226,8 @@ def test_a_copy_the_cpu_does_not_run_is_refused_at_start(monkeypatch):
 def hooked(monkeypatch, **hooks) -> None:
     """The runner the scheduler makes from now on: its OpenVINO graphs with the INT4 product
     swapped in, and OpenVINO's graph for the stages `hooks` name (the test seam, TestHooks)."""
-    monkeypatch.setattr(native._native, "Runner", lambda config: _native.testing.runner(config, int4_op=True, **hooks))
+    monkeypatch.setattr(native._native, "Runner",
+                        lambda config, codec: _native.testing.runner(config, codec, int4_op=True, **hooks))
 
 
 def test_the_runner_feeds_it_as_it_feeds_the_graph(converted_factory, monkeypatch):

@@ -26,19 +26,11 @@ class StepTimes:
 class RunnerConfig:
     talker_xml: str
     subcode_xml: str
-    first_xml: dict[int, str]
-    steady_xml: dict[int, str]
     talker_device: str
     subcode_device: str
-    decoder_device: str
     talker_properties: dict[str, str]
     subcode_properties: dict[str, str]
-    decoder_properties: dict[str, str]
-    decoder_batch: int
     num_layers: int
-    first_chunk: int
-    steady_chunk: int
-    offline: bool
     eos: int
     suppress_from: int
     groups: int
@@ -50,8 +42,27 @@ class RunnerConfig:
     kernels: str
     def __init__(self) -> None: ...
 
+class CodecConfig:
+    first_xml: dict[int, str]
+    steady_xml: dict[int, str]
+    device: str
+    properties: dict[str, str]
+    batch: int
+    first_chunk: int
+    steady_chunk: int
+    def __init__(self) -> None: ...
+
+# The codec decoder's chunk graphs, compiled once and shared by every runner given them.
+class CodecGraphs:
+    def __init__(self, config: CodecConfig) -> None: ...
+    @property
+    def load_memory(self) -> list[tuple[str, int, int]]: ...
+
 class Runner:
-    def __init__(self, config: RunnerConfig) -> None: ...
+    # codec None: offline (no codec streams)
+    def __init__(self, config: RunnerConfig, codec: CodecGraphs | None = None) -> None: ...
+    @property
+    def codec(self) -> CodecGraphs | None: ...
     @property
     def block_size(self) -> int: ...
     @property

@@ -12,6 +12,7 @@
 #include <tuple>
 
 #include "numpy_arrays.hpp"
+#include "qwen3tts/codec_graphs.hpp"
 #include "qwen3tts/kernels.hpp"
 #include "qwen3tts/runner.hpp"
 #include "testing/bindings.hpp"
@@ -47,6 +48,12 @@ std::vector<SamplingParams> sampling_rows(const Array<double>& m) {
   return rows;
 }
 
+py::list marks(const std::vector<MemoryMark>& memory) {
+  py::list out;  // (stage, anon kB, file kB)
+  for (const auto& mark : memory) out.append(py::make_tuple(mark.stage, mark.resident.anon_kb, mark.resident.file_kb));
+  return out;
+}
+
 }  // namespace
 
 PYBIND11_MODULE(_native, m) {
@@ -72,19 +79,11 @@ PYBIND11_MODULE(_native, m) {
       .def(py::init<>())
       .def_readwrite("talker_xml", &RunnerConfig::talker_xml)
       .def_readwrite("subcode_xml", &RunnerConfig::subcode_xml)
-      .def_readwrite("first_xml", &RunnerConfig::first_xml)
-      .def_readwrite("steady_xml", &RunnerConfig::steady_xml)
       .def_readwrite("talker_device", &RunnerConfig::talker_device)
       .def_readwrite("subcode_device", &RunnerConfig::subcode_device)
-      .def_readwrite("decoder_device", &RunnerConfig::decoder_device)
       .def_readwrite("talker_properties", &RunnerConfig::talker_properties)
       .def_readwrite("subcode_properties", &RunnerConfig::subcode_properties)
-      .def_readwrite("decoder_properties", &RunnerConfig::decoder_properties)
-      .def_readwrite("decoder_batch", &RunnerConfig::decoder_batch)
       .def_readwrite("num_layers", &RunnerConfig::num_layers)
-      .def_readwrite("first_chunk", &RunnerConfig::first_chunk)
-      .def_readwrite("steady_chunk", &RunnerConfig::steady_chunk)
-      .def_readwrite("offline", &RunnerConfig::offline)
       .def_readwrite("own_stacks", &RunnerConfig::own_stacks)
       .def_readwrite("talker_u8_cache", &RunnerConfig::talker_u8_cache)
       .def_readwrite("talker_block_size", &RunnerConfig::talker_block_size)
@@ -95,8 +94,29 @@ PYBIND11_MODULE(_native, m) {
       .def_readwrite("primed_states", &RunnerConfig::primed_states)
       .def_readwrite("kernels", &RunnerConfig::kernels);
 
+  py::class_<CodecConfig>(m, "CodecConfig")
+      .def(py::init<>())
+      .def_readwrite("first_xml", &CodecConfig::first_xml)
+      .def_readwrite("steady_xml", &CodecConfig::steady_xml)
+      .def_readwrite("device", &CodecConfig::device)
+      .def_readwrite("properties", &CodecConfig::properties)
+      .def_readwrite("batch", &CodecConfig::batch)
+      .def_readwrite("first_chunk", &CodecConfig::first_chunk)
+      .def_readwrite("steady_chunk", &CodecConfig::steady_chunk);
+
+  // Held by shared_ptr: every runner decoding with it holds it too (codec_graphs.hpp).
+  py::class_<CodecGraphs, std::shared_ptr<CodecGraphs>>(m, "CodecGraphs")
+      .def(py::init<const CodecConfig&>(), py::arg("config"), py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("load_memory", [](const CodecGraphs& c) { return marks(c.load_memory()); });
+
   py::class_<Runner>(m, "Runner")
-      .def(py::init<const RunnerConfig&>(), py::call_guard<py::gil_scoped_release>())  // compiles the graphs
+      // loads the talker and code predictor; codec None: offline
+      .def(py::init([](const RunnerConfig& config, std::shared_ptr<CodecGraphs> codec) {
+             return std::make_unique<Runner>(config, std::move(codec));
+           }),
+           py::arg("config"), py::arg("codec") = nullptr, py::call_guard<py::gil_scoped_release>())
+      .def_property_readonly("codec",
+                             [](const Runner& r) { return std::const_pointer_cast<CodecGraphs>(r.codec_graphs()); })
       .def_property_readonly("block_size", &Runner::block_size)
       .def_property_readonly("kv_block_bytes", &Runner::kv_block_bytes)
       .def_property_readonly("subcode_runtime", &Runner::subcode_runtime)
@@ -104,12 +124,7 @@ PYBIND11_MODULE(_native, m) {
       .def_property_readonly("rows_exact", &Runner::rows_exact)
       .def_property_readonly("hidden", &Runner::hidden)
       .def_property_readonly("times", &Runner::times)
-      .def_property_readonly("load_memory", [](const Runner& r) {
-        py::list marks;  // (stage, anon kB, file kB)
-        for (const auto& mark : r.load_memory())
-          marks.append(py::make_tuple(mark.stage, mark.resident.anon_kb, mark.resident.file_kb));
-        return marks;
-      })
+      .def_property_readonly("load_memory", [](const Runner& r) { return marks(r.load_memory()); })
       .def("allocate_kv", &Runner::allocate_kv, py::arg("num_blocks"), py::call_guard<py::gil_scoped_release>())
       .def(
           "forward",

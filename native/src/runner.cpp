@@ -6,6 +6,7 @@
 #include <stdexcept>
 
 #include "qwen3tts/executors.hpp"
+#include "qwen3tts/shared_core.hpp"
 
 namespace qwen3tts {
 
@@ -17,11 +18,6 @@ double seconds_since(Clock::time_point start) {
   return std::chrono::duration<double>(Clock::now() - start).count();
 }
 
-ov::Core& shared_core() {
-  static ov::Core* core = new ov::Core();  // never deleted (see Runner::core_), nor at exit
-  return *core;
-}
-
 template <typename T>
 T* sized(std::vector<T>& v, size_t n) {
   v.resize(n);
@@ -30,12 +26,12 @@ T* sized(std::vector<T>& v, size_t n) {
 
 }  // namespace
 
-Runner::Runner(const RunnerConfig& config, TestHooks hooks) : config_(config), core_(shared_core()) {
+Runner::Runner(const RunnerConfig& config, std::shared_ptr<const CodecGraphs> codec, TestHooks hooks)
+    : config_(config), core_(shared_core()), codec_graphs_(std::move(codec)) {
   if (config_.groups < 2) throw std::invalid_argument("groups must be >= 2");
   ExecutorLoader load(core_, config_, std::move(hooks));  // checks config.kernels against this CPU first
   load_memory_.push_back({"before", ResidentMemory::now()});
-  compile_codec();  // the largest weights first: each graph's file pages are gone before the next is read
-  load_memory_.push_back({"codec", ResidentMemory::now()});
+  if (codec_graphs_) codec_ = codec_graphs_->open();
   talker_ = load.talker();
   hidden_ = talker_->hidden();
   vocab_ = talker_->vocab();
@@ -65,9 +61,14 @@ void Runner::release_graphs() {
   streams_.clear();
   primed_.clear();
   codec_.reset();  // each graph's request (and its tensors) before its compiled model
+  codec_graphs_.reset();  // the compiled codec goes with its last runner
   subcode_.reset();
   talker_.reset();  // with it the KV cache
-  codec_irs_.clear();  // only now that nothing can read a constant: unmap the weights
+}
+
+std::shared_ptr<const CodecGraphs> Runner::codec_graphs() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return codec_graphs_;
 }
 
 void Runner::check_open() const {
@@ -82,40 +83,6 @@ StepTimes Runner::times() const {
 void Runner::add_time(double StepTimes::*field, double seconds) {
   std::lock_guard<std::mutex> lock(times_mutex_);
   times_.*field += seconds;
-}
-
-void Runner::compile_codec() {
-  auto compile = [&](const std::map<int, std::string>& paths) {
-    std::map<int, ov::CompiledModel> graphs;
-    for (const auto& [size, path] : paths) {
-      MappedIr ir(core_, path);
-      if (config_.decoder_batch > 0) {  // static shapes: what an NPU needs, and faster on a CPU
-        std::map<std::string, ov::PartialShape> shapes;
-        for (const auto& input : ir.model()->inputs()) {
-          auto shape = input.get_partial_shape();
-          shape[0] = config_.decoder_batch;
-          shapes[input.get_any_name()] = shape;
-        }
-        ir.model()->reshape(shapes);
-      }
-      // static shapes: the plugin packs the weights while compiling
-      graphs.emplace(size, core_.compile_model(ir.model(), config_.decoder_device, to_any(config_.decoder_properties)));
-      ir.release();
-      codec_irs_.push_back(std::move(ir));
-    }
-    return graphs;
-  };
-  auto first = compile(config_.first_xml), steady = compile(config_.steady_xml);
-  const std::vector<int> sizes{static_cast<int>(config_.first_chunk), static_cast<int>(config_.steady_chunk)};
-  if (!first.empty() || !steady.empty())
-    codec_ = std::make_unique<StreamingCodec>(std::move(first), std::move(steady), sizes);
-  if (!config_.offline) {
-    bool ok = codec_ && (codec_->has_first(config_.first_chunk) || codec_->has_steady(config_.first_chunk)) &&
-              codec_->has_steady(config_.steady_chunk);
-    if (!ok)
-      throw std::invalid_argument("no codec graphs for chunks first=" + std::to_string(config_.first_chunk) +
-                                  " steady=" + std::to_string(config_.steady_chunk));
-  }
 }
 
 void Runner::check_ids() const {
@@ -250,7 +217,7 @@ void Runner::run_subcode(const StepPlan& plan, const std::vector<int64_t>& code0
 void Runner::open_stream(int64_t id, const std::vector<int64_t>& prefix) {
   std::lock_guard<std::mutex> lock(mutex_);
   check_open();
-  if (config_.offline) return;
+  if (!codec_) return;  // offline
   if (streams_.count(id)) throw std::invalid_argument("codec stream " + std::to_string(id) + " is open already");
   if (prefix.size() % static_cast<size_t>(config_.groups) != 0)
     throw std::invalid_argument("reference codes must be [frames, groups]");
@@ -280,7 +247,7 @@ CodecState Runner::primed(const std::vector<int64_t>& prefix) {
 std::vector<std::vector<float>> Runner::decode(const std::vector<CodecChunk>& chunks) {
   std::lock_guard<std::mutex> lock(mutex_);
   check_open();
-  if (config_.offline) throw std::logic_error("an offline runner has no codec streams");
+  if (!codec_) throw std::logic_error("an offline runner has no codec streams");
   const size_t groups = static_cast<size_t>(config_.groups);
   struct Call {
     std::vector<size_t> chunks;

@@ -173,6 +173,12 @@ class Batch:
         if pinned is not None:
             self._copies += zip(self.pool.tables[seq.id][:count], pinned)
 
+    def close(self) -> None:
+        """Free the runner's graphs and drop the codec lead now (Scheduler.close): a compiled
+        decoder shared with other models goes with the last batch using it (engine/decoders.py)."""
+        self.runner.close()
+        self.lead = None
+
     # --- one step ---
     def step(self) -> list[Sequence]:
         """Advance every sequence with input by one talker call (a frame, or a prefill chunk)

@@ -15,6 +15,7 @@ will come before the lead has played (Pacer.lead_keeps_up).
 from __future__ import annotations
 
 import logging
+import threading
 import time
 
 import numpy as np
@@ -27,7 +28,9 @@ log = logging.getLogger(__name__)
 
 
 class CodecLead:
-    """The lead graph compiled where the decoder runs (static batch 1), warmed up."""
+    """The lead graph compiled where the decoder runs (static batch 1), warmed up. Models
+    with the same codec share one (engine/decoders.py): each thread calling it has an infer
+    request of its own (one request is for one thread at a time)."""
 
     def __init__(self, model: LoadedModel) -> None:
         device = model.devices["decoder"]
@@ -36,7 +39,7 @@ class CodecLead:
         # all of whose pages compiling has read (0.6B: 355 MB resident for nothing).
         self._ir = MappedIr(model.core, model.dir / f"{LEAD_GRAPH}.xml")
         self._compiled = model.core.compile_model(fix_batch(self._ir.model, 1), device, model.properties("decoder"))
-        self._request = self._compiled.create_infer_request()
+        self._requests = threading.local()
         self.samples = int(self._compiled.output("pcm").get_shape()[1])
         self._groups = int(self._compiled.input("codes").get_shape()[1])
         start = time.perf_counter()
@@ -51,5 +54,8 @@ class CodecLead:
 
     def __call__(self, codes: np.ndarray) -> np.ndarray:
         """PCM [samples] of a stream's first frame, codes [16]."""
-        out = self._request.infer({"codes": np.asarray(codes, np.int64).reshape(1, self._groups, 1)})
+        request = getattr(self._requests, "request", None)
+        if request is None:
+            request = self._requests.request = self._compiled.create_infer_request()
+        out = request.infer({"codes": np.asarray(codes, np.int64).reshape(1, self._groups, 1)})
         return out["pcm"][0].copy()

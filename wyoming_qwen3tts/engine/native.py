@@ -2,8 +2,9 @@
 `wyoming_qwen3tts._native`), so that a step's inferences and its sampling run with no Python
 between them and without the GIL.
 
-The C++ runner compiles the talker (paged), subcode and codec chunk graphs itself from the
-IR files (an ov.Model cannot cross into another pybind11 module) and keeps only the KV cache
+The C++ runner compiles the talker (paged) and subcode graphs itself from the IR files (an
+ov.Model cannot cross into another pybind11 module), decodes with codec chunk graphs compiled
+apart (`compile_codec`, shared between models: engine/decoders.py) and keeps only the KV cache
 tensors and each codec stream's decoder state; the batch (engine/batch.py) owns the pool and
 the sequences. This module hands it each plan as flat arrays, which cross without a
 per-element conversion.
@@ -26,8 +27,8 @@ from .step import (
     StepOutput,
     StepPlan,
     StepTimes,
+    paces,
     prefix_cache_supported,
-    short_chunks_carry_on,
 )
 
 try:
@@ -51,42 +52,62 @@ def _properties(config: dict) -> dict[str, str]:
     return {key: str(value) for key, value in config.items()}
 
 
+def _require_extension() -> None:
+    if _IMPORT_ERROR is not None:
+        raise RuntimeError(f"the native runner is not built ({_IMPORT_ERROR}); reinstall with `pip install .`, "
+                           f"or set engine.backend: python")
+
+
+def compile_codec(model: LoadedModel, schedule: ChunkSchedule) -> _native.CodecGraphs:
+    """The codec chunk graphs a streaming schedule needs (LoadedModel.codec_graphs), compiled
+    on the decoder's device (native/include/qwen3tts/codec_graphs.hpp)."""
+    _require_extension()
+    graphs = model.codec_graphs((schedule.first, schedule.steady))
+    c = _native.CodecConfig()
+    c.first_xml = {n: str(p) for n, p in graphs["first"].items()}
+    c.steady_xml = {n: str(p) for n, p in graphs["steady"].items()}
+    c.device, c.batch = model.devices["decoder"], model.decoder_batch
+    c.properties = _properties(model.properties("decoder"))
+    c.first_chunk, c.steady_chunk = schedule.first, schedule.steady
+    return _native.CodecGraphs(c)
+
+
 class NativeRunner:
     """engine/step.py's Runner over the C++ one."""
 
     def __init__(self, model: LoadedModel, schedule: ChunkSchedule, own_stacks: bool = False,
-                 kernels: str = "auto") -> None:
+                 kernels: str = "auto", codec: tuple[_native.CodecGraphs, bool] | None = None) -> None:
         """own_stacks: run the talker and the code predictor with the runner's own threads and
         kernels (native/include/qwen3tts/talker_cpu.hpp, subcode_cpu.hpp) where the device, the
         CPU and the conversion allow, the talker over its own KV cache (f32 where the KV
         precision is f32, else u8); OpenVINO's graphs elsewhere. Which runs is logged.
-        kernels: the instruction set of its own kernels (engine.kernels; auto: the fastest)."""
-        if _IMPORT_ERROR is not None:
-            raise RuntimeError(f"the native runner is not built ({_IMPORT_ERROR}); reinstall with `pip install .`, "
-                               f"or set engine.backend: python")
+        kernels: the instruction set of its own kernels (engine.kernels; auto: the fastest).
+        codec: (the compiled codec graphs, whether they were compiled for this runner) from a
+        registry of shared ones (engine/decoders.py); None: compiled here. Offline: none."""
+        _require_extension()
         spec = model.spec
         c = _native.RunnerConfig()
         c.talker_xml, c.subcode_xml = str(model.dir / "talker.xml"), str(model.dir / "subcode.xml")
-        graphs = model.codec_graphs((schedule.first, schedule.steady)) if not schedule.offline else {}
-        c.first_xml = {n: str(p) for n, p in graphs.get("first", {}).items()}
-        c.steady_xml = {n: str(p) for n, p in graphs.get("steady", {}).items()}
         c.talker_device, c.subcode_device = model.devices["talker"], model.devices["subcode"]
-        c.decoder_device, c.decoder_batch = model.devices["decoder"], model.decoder_batch
         c.talker_properties = _properties(model.properties("talker", model.kv_precision))
         c.subcode_properties = _properties(model.properties("subcode"))
-        c.decoder_properties = _properties(model.properties("decoder"))
         c.num_layers = spec.talker.stack.num_layers
-        c.first_chunk, c.steady_chunk, c.offline = schedule.first, schedule.steady, schedule.offline
         c.eos, c.suppress_from, c.groups = spec.codec_ids.eos, suppress_from(spec.talker.vocab_size), GROUPS
         c.primed_states, c.own_stacks = PRIMED_STATES, own_stacks
         c.talker_u8_cache = model.kv_precision != "f32"
         c.kernels = "" if kernels == "auto" else kernels
-        self._runner = _native.Runner(c)
+        if schedule.offline:
+            self.codec, fresh = None, False
+        else:
+            self.codec, fresh = codec or (compile_codec(model, schedule), True)
+        # the codec's own marks where it was compiled for this runner: what the bench reports per stage
+        self._codec_memory = list(self.codec.load_memory) if fresh and self.codec is not None else []
+        self._runner = _native.Runner(c, self.codec)
         log.info("talker: %s; code predictor: %s", self._runner.talker_runtime, self._runner.subcode_runtime)
         self._sampling = operator.attrgetter(*_native.SAMPLING_FIELDS)  # a row of forward's sampling matrix
         self.model, self.schedule = model, schedule
         self.can_copy_blocks = prefix_cache_supported(model.devices["talker"])
-        self.can_pace = short_chunks_carry_on(schedule, set(graphs.get("steady", {})) & set(model.any_length_chunks()))
+        self.can_pace = paces(model, schedule)
 
     @property
     def block_size(self) -> int:
@@ -115,8 +136,11 @@ class NativeRunner:
 
     @property
     def load_memory(self) -> list[tuple[str, int, int]]:
-        """(stage, anonymous kB, file kB) resident before loading and after each graph."""
-        return list(self._runner.load_memory)
+        """(stage, anonymous kB, file kB) resident before loading and after each graph: before,
+        codec (as before where it was shared or not needed), talker, subcode."""
+        runner = list(self._runner.load_memory)
+        codec = self._codec_memory or [runner[0], ("codec", *runner[0][1:])]
+        return [*codec, *runner[1:]]
 
     @property
     def times(self) -> StepTimes:
@@ -153,6 +177,8 @@ class NativeRunner:
 
     def close(self) -> None:
         """Free the C++ runner's graphs, KV cache and mapped weights now (Scheduler.close),
-        instead of whenever this object happens to be collected; forward() and decode() raise
+        instead of whenever this object happens to be collected, and its share of the codec
+        graphs (they go with the last runner using them); forward() and decode() raise
         afterwards, times stay readable. Idempotent."""
         self._runner.close()
+        self.codec = None

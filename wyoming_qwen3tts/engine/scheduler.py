@@ -1,8 +1,9 @@
 """The scheduler: admits requests between steps, so every satellite speaking at once shares
 each weight read, and ends them on EOS, frame cap, abort or timeout.
 
-It runs on its own thread and owns the batch (engine/batch.py: the sequences, the KV pool and
-the runner that executes each step); other threads only `submit`, `open`, `feed`,
+It runs on its own thread, or on the thread of a group of schedulers (engine/group.py: several
+models in one process, stepped in turn), and owns the batch (engine/batch.py: the sequences, the
+KV pool and the runner that executes each step); other threads only `submit`, `open`, `feed`,
 `abort` and read `metrics()`, all under one short lock that is never held across inference.
 Admission is FIFO: the oldest waiting request goes first, and while it waits for KV blocks
 nobody overtakes it. A request reserves its worst case (prompt + frame cap) at admission, so
@@ -37,7 +38,10 @@ from .audio import SAMPLE_RATE
 from .batch import Batch
 from .codec_lead import CodecLead
 from .config import EngineConfig
+from .decoders import Decoders
+from .group import EngineGroup
 from .loaded_model import LoadedModel
+from .memory import LoadMemory
 from .metrics import EngineMetrics, MetricsWindow
 from .native import NativeRunner
 from .runner import PythonRunner
@@ -96,20 +100,27 @@ class _Request:
                                                                        self.closed > self.fed_closed)
 
 
-def open_batch(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule) -> Batch:
+def open_batch(model: LoadedModel, config: EngineConfig, schedule: ChunkSchedule,
+               decoders: Decoders | None = None) -> Batch:
     """The runner the config asks for (the native executor, or the Python reference) under a
-    batch with the config's KV pool."""
+    batch with the config's KV pool. decoders: compiled codec decoders shared with other
+    models (engine/decoders.py); None: compiled for this batch alone."""
+    decoders = decoders or Decoders()
     lead = None
     if config.codec_lead and paces(model, schedule):
         if CodecLead.available(model):
             # before the runner: compiling reads every page of the lead's mapped weights, and
             # peak RSS is lowest while nothing else is resident yet
-            lead = CodecLead(model)
+            lead = decoders.lead(model)
         else:
             log.info("engine.codec_lead: %s has no %s graph (a conversion before format 5): first audio waits for "
                      "the whole first frame's decoding", model.dir, LEAD_GRAPH)
-    runner: Runner = (NativeRunner(model, schedule, config.own_stacks(model.precision), config.kernels)
-                      if config.native_runner else PythonRunner(model, schedule))
+    runner: Runner
+    if config.native_runner:
+        codec = None if schedule.offline else decoders.codec(model, schedule)
+        runner = NativeRunner(model, schedule, config.own_stacks(model.precision), config.kernels, codec)
+    else:
+        runner = PythonRunner(model, schedule)  # its own codec graphs (engine/decoders.py)
     if config.kernels != "auto" and not config.native_runner:
         log.warning("engine.kernels is the native runner's: the python backend runs OpenVINO's graphs")
     num_blocks = config.kv_blocks or max(1, config.kv_cache_mb * 2**20 // runner.kv_block_bytes)
@@ -132,20 +143,27 @@ class Scheduler:
     tests may instead call `tick()` themselves for a deterministic interleaving."""
 
     def __init__(self, model: LoadedModel, config: EngineConfig | None = None,
-                 defaults: SamplingParams | None = None, schedule: ChunkSchedule | None = None) -> None:
+                 defaults: SamplingParams | None = None, schedule: ChunkSchedule | None = None, *,
+                 decoders: Decoders | None = None, group: EngineGroup | None = None) -> None:
         """defaults: sampling of requests that bring none. schedule: the codec chunk
         schedule (default: the config's first/steady chunks; offline = no audio while
-        generating, the caller decodes the codes)."""
+        generating, the caller decodes the codes). decoders: compiled codec decoders shared
+        with the process's other models (engine/decoders.py). group: the thread that steps
+        it with other models' schedulers (engine/group.py): `start()` joins it, `close()`
+        leaves it; None: a thread of its own."""
         config = config or EngineConfig()
         config.validate()
         self.model, self.config = model, config
         self.defaults = defaults or SamplingParams.from_defaults(model.spec.generation)
         schedule = schedule or ChunkSchedule(config.first_chunk, config.steady_chunk)
-        self.batch = open_batch(model, config, schedule)
+        self.batch = open_batch(model, config, schedule, decoders)
         self.batch.on_audio = self._deliver_early
         self.runner = self.batch.runner
-        self._lock = threading.Lock()
-        self._wake = threading.Condition(self._lock)
+        self.group = group
+        self.load_memory: LoadMemory | None = None  # what opening it added (open_engine)
+        self._joined = False  # stepped by the group's thread
+        self._lock = group.lock if group is not None else threading.Lock()
+        self._wake = group.wake if group is not None else threading.Condition(self._lock)
         self._waiting: collections.deque[_Request] = collections.deque()
         self._aborts: dict[int, EngineError] = {}
         self._feeds: dict[int, tuple[list[int], bool]] = {}  # text of open requests, not yet taken
@@ -208,7 +226,7 @@ class Scheduler:
         with self._lock:
             if self._stopping:
                 raise EngineError("the engine is shutting down")
-            if self._thread is not None and not self._thread.is_alive():
+            if self._thread_died():
                 raise EngineError("the engine thread has stopped")
             if len(self._waiting) >= self.config.max_queue:
                 raise EngineBusy(f"busy: {len(self._waiting)} requests are already waiting, try again later")
@@ -222,6 +240,12 @@ class Scheduler:
             self._waiting.append(req)
             self._wake.notify()
         return req
+
+    def _thread_died(self) -> bool:
+        """The thread that steps it (its own, or its group's) was started and is gone."""
+        if self._joined and self.group is not None:
+            return not self.group.running
+        return self._thread is not None and not self._thread.is_alive()
 
     def _cap(self, text_tokens: int, params: SamplingParams, max_frames: int | None) -> int:
         """A request's frame cap: the runaway guard for its text, the caller's limit, the sampling limit."""
@@ -239,27 +263,35 @@ class Scheduler:
             return self._metrics
 
     def start(self) -> Scheduler:
-        """Run the loop on its own thread (once: two loops would share one runner)."""
-        if self._thread is not None:
+        """Run the loop on its own thread, or join the group's (once: two loops would share one runner)."""
+        if self._thread is not None or self._joined:
             raise RuntimeError("the engine is already started")
+        if self.group is not None:
+            self.group.join(self)
+            self._joined = True
+            return self
         self._thread = threading.Thread(target=self._loop, name="qwen3tts-engine", daemon=True)
         self._thread.start()
         return self
 
     def close(self, timeout: float = 30.0) -> None:
-        """Stop the loop; every unfinished request ends with RequestAborted (idempotent)."""
+        """Stop the loop (leave the group, after a tick of this scheduler in progress); every
+        unfinished request ends with RequestAborted; the runner's graphs go (idempotent)."""
         with self._lock:
-            if self._stopping and self._thread is None:
+            if self._stopping and self._thread is None and not self._joined:
                 return
             self._stopping = True
             self._wake.notify()
+        if self._joined and self.group is not None:
+            self.group.leave(self, timeout)
+            self._joined = False
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
                 raise RuntimeError(f"the engine thread did not stop within {timeout} s")
             self._thread = None
         self._drain_all(RequestAborted("the engine shut down"), waiting=True)
-        self.runner.close()  # the native runner's graphs go now, not at a collector's pass
+        self.batch.close()  # the native runner's graphs go now, not at a collector's pass
 
     def __enter__(self) -> Scheduler:
         return self.start()
@@ -271,17 +303,26 @@ class Scheduler:
     def _loop(self) -> None:
         while True:
             with self._wake:
-                self._wake.wait_for(self._has_work, self._until_deadline())
+                self._wake.wait_for(self._has_work, self.until_deadline())
                 if self._stopping:
                     return
+            self.tick_guarded()
+
+    def tick_guarded(self) -> None:
+        """A tick whose failure ends the running requests, never the thread that ticks."""
+        try:
+            self.tick()
+        except Exception as e:  # never let one failure take the engine down
+            log.exception("engine step failed")
             try:
-                self.tick()
-            except Exception as e:  # never let one failure take the engine down
-                log.exception("engine step failed")
-                try:
-                    self._drain_all(EngineError(f"synthesis failed: {e}"), waiting=False)
-                except Exception:
-                    log.exception("failed to end the requests of a failed step")
+                self._drain_all(EngineError(f"synthesis failed: {e}"), waiting=False)
+            except Exception:
+                log.exception("failed to end the requests of a failed step")
+
+    def due(self) -> bool:
+        """(Under the lock; for the group's thread.) Whether a tick is due: there is work, or a
+        request's deadline has passed. Never once closing."""
+        return not self._stopping and (self._has_work() or self.until_deadline() == 0)
 
     def _has_work(self) -> bool:
         """(Under the lock.) Whether a tick would do anything: sequences waiting for text, and
@@ -293,7 +334,7 @@ class Scheduler:
         admissible = len(self._running) < self.config.max_batch and any(r.prompt is not None for r in self._waiting)
         return not self._pool_full and (admissible or any(r.starved for r in self._running.values()))
 
-    def _until_deadline(self) -> float | None:
+    def until_deadline(self) -> float | None:
         """(Under the lock.) Seconds to the nearest request deadline, for an idle wait."""
         deadlines = [r.deadline for r in (*self._waiting, *self._running.values()) if r.deadline is not None]
         return max(0.0, min(deadlines) - time.monotonic()) if deadlines else None

@@ -3,7 +3,8 @@
 // step; this checks the plan and runs it — block copies, one talker call, group-0 sampling,
 // one code-predictor call — and the codec chunks it asks for, with no Python between the
 // inferences. Who runs the talker and the code predictor is decided at load (executors.hpp);
-// its only per-sequence state is each codec stream's decoder state.
+// the codec graphs come compiled, shared with other runners (codec_graphs.hpp); its only
+// per-sequence state is each codec stream's decoder state.
 #pragma once
 
 #include <atomic>
@@ -18,8 +19,8 @@
 
 #include <openvino/openvino.hpp>
 
+#include "qwen3tts/codec_graphs.hpp"
 #include "qwen3tts/codec_stream.hpp"
-#include "qwen3tts/mapped_ir.hpp"
 #include "qwen3tts/resident_memory.hpp"
 #include "qwen3tts/runner_config.hpp"
 #include "qwen3tts/step_plan.hpp"
@@ -35,10 +36,11 @@ struct StepTimes {
 
 class Runner {
  public:
-  // Compiles the codec graphs and loads the talker's and code predictor's executors, each
-  // read over its own mapped weights (mapped_ir.hpp) whose pages are released before the next
-  // graph is read, so the weights are resident once.
-  explicit Runner(const RunnerConfig& config, TestHooks hooks = {});
+  // Loads the talker's and code predictor's executors, each read over its own mapped weights
+  // (mapped_ir.hpp) whose pages are released before the next graph is read, so the weights are
+  // resident once; decodes with `codec` (requests and states of its own), or, without one, is
+  // offline: no codec streams, the codes are decoded elsewhere at the end.
+  Runner(const RunnerConfig& config, std::shared_ptr<const CodecGraphs> codec, TestHooks hooks = {});
   // Frees the graphs as close() does.
   ~Runner();
   Runner(const Runner&) = delete;
@@ -50,7 +52,8 @@ class Runner {
   // Bytes of one block of every layer's key and value cache.
   int64_t kv_block_bytes() const { return kv_block_bytes_; }
   StepTimes times() const;
-  // Resident memory before loading and after each graph was compiled, run once and released.
+  // Resident memory before loading and after each graph was compiled, run once and released
+  // ("before", "talker", "subcode"; the codec's are its own, CodecGraphs::load_memory).
   const std::vector<MemoryMark>& load_memory() const { return load_memory_; }
   // Who runs the talker and the code predictor (the executors' describe(), with the reason
   // where the runner's own stack was asked for and could not run).
@@ -58,6 +61,8 @@ class Runner {
   const std::string& subcode_runtime() const { return subcode_runtime_; }
   // The talker's executor computes a row alike however a step splits rows (talker_executor.hpp).
   bool rows_exact() const { return rows_exact_; }
+  // The codec graphs it decodes with (null when offline or closed).
+  std::shared_ptr<const CodecGraphs> codec_graphs() const;
 
   // Makes the KV cache num_blocks blocks. Once, before the first forward().
   void allocate_kv(int64_t num_blocks);
@@ -71,15 +76,14 @@ class Runner {
   std::vector<std::vector<float>> decode(const std::vector<CodecChunk>& chunks);
   void close_stream(int64_t id);  // idempotent
 
-  // Free the graphs now — executors, the codec and its states, then the weights they were
-  // read from — rather than whenever the last reference goes (from Python: at a collector's
+  // Free the graphs now — executors, its codec requests and states, its share of the codec
+  // graphs, then the weights they were read from — rather than whenever the last reference goes (from Python: at a collector's
   // pass, in whatever thread and call it interrupts). Waits for a call in progress;
   // afterwards the calls above throw std::runtime_error. Idempotent.
   void close();
   bool closed() const { return closed_; }
 
  private:
-  void compile_codec();
   void check_ids() const;   // eos and suppress_from are talker ids
   void check_open() const;  // under mutex_
   // Throws std::invalid_argument unless the plan's arrays fit each other, the KV cache and
@@ -103,13 +107,9 @@ class Runner {
   };
 
   RunnerConfig config_;
-  // One process-wide Core, never destroyed, so that a runner's end frees only its own
-  // objects: a Core of its own takes its CPU plugin down with it, and the plugin's
-  // destructor clears the CPU executors of OpenVINO's process-wide executor manager, the one
-  // every compiled model in the process (the Python graphs, other runners) draws from.
-  ov::Core& core_;
-  std::vector<MappedIr> codec_irs_;  // the codec's weights: declared before, so destroyed after, the codec
-  std::unique_ptr<StreamingCodec> codec_;
+  ov::Core& core_;  // shared_core.hpp
+  std::shared_ptr<const CodecGraphs> codec_graphs_;  // declared before, so destroyed after, the codec
+  std::unique_ptr<StreamingCodec> codec_;  // this runner's requests over codec_graphs_ (null: offline)
   std::unique_ptr<TalkerExecutor> talker_;
   std::unique_ptr<SubcodeExecutor> subcode_;
   std::string talker_runtime_, subcode_runtime_;  // set once at load, kept after close()
@@ -122,7 +122,7 @@ class Runner {
   std::vector<MemoryMark> load_memory_;
   StepTimes times_;
   mutable std::mutex times_mutex_;  // times_ is read from any thread
-  std::mutex mutex_;                // every call: the graphs never go while in use
+  mutable std::mutex mutex_;        // every call: the graphs never go while in use
   std::atomic<bool> closed_{false};
 };
 

@@ -1,6 +1,6 @@
 // What the runner is built from (engine/native.py fills it from the loaded model and
-// engine settings): the graphs' files, devices and compile properties, the codec schedule,
-// and where the layer stacks run.
+// engine settings): the talker's and code predictor's files, devices and compile properties,
+// and where the layer stacks run. The codec graphs come compiled (codec_graphs.hpp).
 #pragma once
 
 #include <cstdint>
@@ -17,13 +17,9 @@ namespace qwen3tts {
 
 struct RunnerConfig {
   std::string talker_xml, subcode_xml;
-  std::map<int, std::string> first_xml, steady_xml;  // codec chunk graphs to compile, by size
-  std::string talker_device = "CPU", subcode_device = "CPU", decoder_device = "CPU";
-  Properties talker_properties, subcode_properties, decoder_properties;  // compile properties, per graph
-  int64_t decoder_batch = 0;                          // static batch for the codec graphs (0: as stored)
+  std::string talker_device = "CPU", subcode_device = "CPU";
+  Properties talker_properties, subcode_properties;  // compile properties, per graph
   int64_t num_layers = 0;
-  int64_t first_chunk = 1, steady_chunk = 8;
-  bool offline = false;                               // no codec streams: decoded elsewhere at the end
   int64_t eos = 0, suppress_from = 0, groups = 16;    // talker ids >= suppress_from are never drawn, but EOS
   int64_t primed_states = 0;                          // decoder states primed with reference codes kept
   // The runner's own layer stacks (talker_cpu.hpp, subcode_cpu.hpp) wherever the device, the

@@ -181,7 +181,8 @@ void bind(py::module_& m) {
 
   m.def(
       "runner",
-      [](const RunnerConfig& config, bool int4_op, bool talker_graph, bool subcode_graph) {
+      [](const RunnerConfig& config, std::shared_ptr<CodecGraphs> codec, bool int4_op, bool talker_graph,
+         bool subcode_graph) {
         TestHooks hooks;
         hooks.talker_graph = talker_graph;
         hooks.subcode_graph = subcode_graph;
@@ -190,9 +191,9 @@ void bind(py::module_& m) {
           hooks.before_compile = [&kernels](const std::shared_ptr<ov::Model>& model) { use_int4_linear(model, kernels); };
         }
         py::gil_scoped_release release;
-        return std::make_unique<Runner>(config, std::move(hooks));
+        return std::make_unique<Runner>(config, std::move(codec), std::move(hooks));
       },
-      py::arg("config"), py::arg("int4_op") = false, py::arg("talker_graph") = false, py::arg("subcode_graph") = false,
+      py::arg("config"), py::arg("codec") = nullptr, py::arg("int4_op") = false, py::arg("talker_graph") = false, py::arg("subcode_graph") = false,
       "A Runner whose OpenVINO graphs multiply INT4 weights by the runner's own product (int4_op) and which runs "
       "OpenVINO's graph for the talker or the code predictor where its own stack would run");
 }

@@ -1,0 +1,48 @@
+#include "qwen3tts/codec_graphs.hpp"
+
+#include <stdexcept>
+
+#include "qwen3tts/shared_core.hpp"
+
+namespace qwen3tts {
+
+CodecGraphs::CodecGraphs(const CodecConfig& config) : config_(config) {
+  if (config_.first_chunk < 1 || config_.steady_chunk < 1) throw std::invalid_argument("chunk sizes must be >= 1");
+  load_memory_.push_back({"before", ResidentMemory::now()});
+  ov::Core& core = shared_core();
+  auto compile = [&](const std::map<int, std::string>& paths) {
+    std::map<int, ov::CompiledModel> graphs;
+    for (const auto& [size, path] : paths) {
+      MappedIr ir(core, path);
+      if (config_.batch > 0) {  // static shapes: what an NPU needs, and faster on a CPU
+        std::map<std::string, ov::PartialShape> shapes;
+        for (const auto& input : ir.model()->inputs()) {
+          auto shape = input.get_partial_shape();
+          shape[0] = config_.batch;
+          shapes[input.get_any_name()] = shape;
+        }
+        ir.model()->reshape(shapes);
+      }
+      // static shapes: the plugin packs the weights while compiling
+      graphs.emplace(size, core.compile_model(ir.model(), config_.device, to_any(config_.properties)));
+      ir.release();
+      irs_.push_back(std::move(ir));
+    }
+    return graphs;
+  };
+  first_ = compile(config_.first_xml);
+  steady_ = compile(config_.steady_xml);
+  auto probe = open();  // also checks that the graphs fit each other
+  const int first = static_cast<int>(config_.first_chunk), steady = static_cast<int>(config_.steady_chunk);
+  if (!(probe->has_first(first) || probe->has_steady(first)) || !probe->has_steady(steady))
+    throw std::invalid_argument("no codec graphs for chunks first=" + std::to_string(first) +
+                                " steady=" + std::to_string(steady));
+  load_memory_.push_back({"codec", ResidentMemory::now()});
+}
+
+std::unique_ptr<StreamingCodec> CodecGraphs::open() const {
+  const std::vector<int> sizes{static_cast<int>(config_.first_chunk), static_cast<int>(config_.steady_chunk)};
+  return std::make_unique<StreamingCodec>(first_, steady_, sizes);
+}
+
+}  // namespace qwen3tts
