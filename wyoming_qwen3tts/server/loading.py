@@ -7,7 +7,7 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterator
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 
@@ -16,7 +16,10 @@ import openvino as ov
 from .. import __version__
 from ..clone.cloner import CloneError, ClonePrompt, Cloner
 from ..config import ModelEntry, ServerConfig, VoiceConfig
+from ..engine.decoders import Decoders
 from ..engine.devices import GRAPHS, place
+from ..engine.group import EngineGroup
+from ..engine.memory import LoadMemory, Resident
 from ..engine.open import Placement, open_engine
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
@@ -109,10 +112,22 @@ def requested_devices(config: ServerConfig) -> dict[str, str]:
     return {graph: getattr(config.devices, graph) for graph in GRAPHS}
 
 
-def build_service(config: ServerConfig, plan: ModelPlan | None = None, models: int = 1) -> Service:
+@dataclass
+class Shared:
+    """What the models of one server share (docs/ARCHITECTURE.md, "Several models in one
+    process"): the compiled codec decoder where their codecs are the same, and one engine
+    thread stepping them all."""
+
+    decoders: Decoders = field(default_factory=Decoders)
+    group: EngineGroup = field(default_factory=EngineGroup)
+
+
+def build_service(config: ServerConfig, plan: ModelPlan | None = None, models: int = 1,
+                  shared: Shared | None = None) -> Service:
     """Convert if needed, compile, start the engine, prepare the voices, warm up: one model
-    (`plan`; None: config's only model), with a `models`-th of the KV cache budget."""
-    start, resident = time.monotonic(), resident_mb()
+    (`plan`; None: config's only model), with a `models`-th of the KV cache budget, sharing
+    what `shared` holds with the other models."""
+    start, resident = time.monotonic(), Resident.now()
     if plan is None:
         (plan,) = plan_models(config, [read_voice_spec(config.model_entries[0], config.model.data_path)])
     entry = plan.entry
@@ -126,7 +141,8 @@ def build_service(config: ServerConfig, plan: ModelPlan | None = None, models: i
         kv_blocks=None if config.engine.kv_blocks is None else max(1, config.engine.kv_blocks // models))
     with phase("compilation"):
         engine = open_engine(model_dir, engine_config, placement, seed=config.server.seed,
-                             greedy=config.server.greedy).start()
+                             greedy=config.server.greedy, decoders=shared.decoders if shared else None,
+                             group=shared.group if shared else None).start()
     model, params = engine.model, engine.defaults
     if plan.spec is None:
         plan = replace(plan, spec=model.spec)
@@ -148,8 +164,8 @@ def build_service(config: ServerConfig, plan: ModelPlan | None = None, models: i
     except BaseException:
         engine.close()
         raise
-    log.info("model %d (%s) loaded in %.1f s, %+.0f MB resident; %d voices: %s", plan.index, catalogue.label,
-             time.monotonic() - start, resident_mb() - resident, len(catalogue.voices),
+    log.info("model %d (%s) loaded in %.1f s, %s; %d voices: %s", plan.index, catalogue.label,
+             time.monotonic() - start, LoadMemory(resident, Resident.now()), len(catalogue.voices),
              ", ".join(v.name for v in catalogue.voices) or "none yet")
     return Service(engine, catalogue, build_info(catalogue, __version__), params, config.server, plan.index)
 
@@ -158,11 +174,11 @@ def build_services(config: ServerConfig, attach: Callable[[Service], Service] | 
     """Every model of `config`, loaded now, in order (stdio serving and the benchmark; the
     server loads through server/model_set.py). attach: what each loaded service becomes
     (the voice lab adds its saved voices)."""
-    plans = plan(config)
+    plans, shared = plan(config), Shared()
     services: list[Service] = []
     try:
         for each in plans:
-            service = build_service(config, each, len(plans))
+            service = build_service(config, each, len(plans), shared)
             services.append(service)
             if attach is not None:
                 services[-1] = attach(service)
@@ -171,17 +187,6 @@ def build_services(config: ServerConfig, attach: Callable[[Service], Service] | 
             service.engine.close()
         raise
     return services
-
-
-def resident_mb() -> float:
-    """This process's resident memory now (VmRSS), MB; 0 where /proc is not there."""
-    try:
-        for line in Path("/proc/self/status").read_text().splitlines():
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) / 1024
-    except OSError:
-        pass
-    return 0.0
 
 
 def prepare_clone(cloner: Cloner, engine: Scheduler, params: SamplingParams, voice: VoiceConfig) -> ClonePrompt:

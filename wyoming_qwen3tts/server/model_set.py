@@ -14,8 +14,9 @@ from collections.abc import Callable
 from pathlib import Path
 
 from ..config import ServerConfig
+from ..engine.memory import Resident
 from .directory import ModelPlan
-from .loading import build_service, resident_mb
+from .loading import Shared, build_service
 from .models import conversion_dir
 from .service import Service, ServiceSlot
 
@@ -34,6 +35,7 @@ class ModelSet:
         self._loading: set[int] = set()
         self._failures: dict[int, BaseException] = {}
         self._sizes: dict[int, float] = {}  # MB each model added to the process when it loaded
+        self._shared = Shared()  # one codec decoder where the models' codecs are the same, one engine thread
         self._closed = False
 
     # --- the slot's Loader ---
@@ -77,14 +79,14 @@ class ModelSet:
             with self._one_at_a_time:
                 for victim in victims:
                     victim.engine.close()
-                before = resident_mb()
-                service = build_service(self.config, plan, models=len(self.plans))
+                before = Resident.now().mb
+                service = build_service(self.config, plan, len(self.plans), self._shared)
                 try:
                     service = self.attach(service) if self.attach is not None else service
                 except BaseException:
                     service.engine.close()
                     raise
-                self._sizes[index] = resident_mb() - before
+                self._sizes[index] = Resident.now().mb - before
         except BaseException as e:
             log.error("model %d (%s) could not be loaded: %s", index, plan.entry.source, e)
             self._call(self._failed, index, e)
@@ -118,7 +120,7 @@ class ModelSet:
             return []
         need = self._sizes.get(index) or self._files_mb(self.plans[index])
         victims: list[Service] = []
-        used = resident_mb()
+        used = Resident.now().mb
         idle = sorted((i for i in self.slot.services if self.slot.idle(i)),
                       key=lambda i: self.slot.last_used.get(i, 0.0))
         for i in idle:
