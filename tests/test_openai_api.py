@@ -341,3 +341,10 @@ def test_lists_before_the_voices_are_known():
         assert post(server, GOOD).status_code == 503
     finally:
         server.close()
+
+
+def test_an_unknown_path_or_method_under_v1_gets_openai_errors(app):
+    missing = httpx.get(f"{app.url}/v1/audio/nothing")
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
+    wrong = httpx.get(f"{app.url}/v1/audio/speech")
+    assert wrong.status_code == 405 and set(wrong.json()["error"]) == {"message", "type", "param", "code"}

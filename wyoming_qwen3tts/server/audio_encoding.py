@@ -4,7 +4,9 @@ PyAV (docs/OPENAI.md, "Formats"): a response's first bytes leave with its first 
 muxer is told to write each packet at once (flush_packets), without seeking back (the output is
 a socket): a WAV header carries unknown sizes, an MP3 has no Xing frame, a FLAC header no total.
 
-`pcm` is the engine's own samples (24 kHz s16le mono), passed through untouched.
+`pcm` is the engine's own samples (24 kHz s16le mono), passed through untouched; `wav` is them
+after the voice lab's streaming WAV header (http_speech.wav_stream_header: one header for
+both), which is what FFmpeg's WAV muxer writes to a pipe too.
 """
 from __future__ import annotations
 
@@ -17,6 +19,7 @@ from av.audio.stream import AudioStream
 from av.container import OutputContainer
 
 from ..engine.audio import SAMPLE_RATE
+from .http_speech import wav_stream_header
 
 log = logging.getLogger(__name__)
 
@@ -29,6 +32,7 @@ class AudioFormat:
 
     name: str
     content_type: str
+    header: bytes = b""  # before the samples, when there is no muxer
     muxer: str | None = None
     codec: str = ""
     bit_rate: int | None = None
@@ -39,13 +43,15 @@ class AudioFormat:
 
 
 FORMATS: dict[str, AudioFormat] = {f.name: f for f in (
-    AudioFormat("mp3", "audio/mpeg", "mp3", "libmp3lame", 64_000, muxer_options={"id3v2_version": "0"}, extra_s=0.1),
-    AudioFormat("opus", "audio/ogg; codecs=opus", "ogg", "libopus", 48_000,
+    AudioFormat("mp3", "audio/mpeg", muxer="mp3", codec="libmp3lame", bit_rate=64_000,
+                muxer_options={"id3v2_version": "0"}, extra_s=0.1),
+    AudioFormat("opus", "audio/ogg; codecs=opus", muxer="ogg", codec="libopus", bit_rate=48_000,
                 muxer_options={"page_duration": "20000"}),  # a page per 20 ms packet, not per second
-    AudioFormat("aac", "audio/aac", "adts", "aac", 64_000, extra_s=0.1),
-    AudioFormat("flac", "audio/flac", "flac", "flac", codec_options={"frame_size": "1920"},  # one 80 ms frame
+    AudioFormat("aac", "audio/aac", muxer="adts", codec="aac", bit_rate=64_000, extra_s=0.1),
+    AudioFormat("flac", "audio/flac", muxer="flac", codec="flac",
+                codec_options={"frame_size": "1920"},  # one 80 ms frame, out as soon as it is in
                 muxer_options={"metadata_header_padding": "0"}, exact=True),
-    AudioFormat("wav", "audio/wav", "wav", "pcm_s16le", exact=True),
+    AudioFormat("wav", "audio/wav", header=wav_stream_header(SAMPLE_RATE), exact=True),
     AudioFormat("pcm", "audio/pcm", exact=True),
 )}
 
@@ -69,18 +75,19 @@ class _Sink:
 class StreamEncoder:
     """One response's encoder. Not thread-safe; `close()` releases it early (the client left)."""
 
-    def __init__(self, fmt: AudioFormat, rate: int = SAMPLE_RATE) -> None:
-        self.format, self.rate = fmt, rate
+    def __init__(self, fmt: AudioFormat) -> None:
+        self.format = fmt
         self.samples = 0  # PCM samples taken so far
         self._sink = _Sink()
         self._closed = False
+        self._header = fmt.header
         self._container: OutputContainer | None = None
         self._stream: AudioStream | None = None
         if fmt.muxer is None:
             return
         options = {"fflags": "+bitexact", "flush_packets": "1", **fmt.muxer_options}
         self._container = av.open(self._sink, mode="w", format=fmt.muxer, container_options=options)
-        stream = self._container.add_stream(fmt.codec, rate=rate, layout="mono")
+        stream = self._container.add_stream(fmt.codec, rate=SAMPLE_RATE, layout="mono")
         assert isinstance(stream, AudioStream)
         if fmt.bit_rate is not None:
             stream.codec_context.bit_rate = fmt.bit_rate
@@ -96,11 +103,12 @@ class StreamEncoder:
             raise RuntimeError("the encoder is closed")
         self.samples += pcm.size
         if self._container is None:
-            return pcm.tobytes()
+            header, self._header = self._header, b""
+            return header + pcm.tobytes()
         if pcm.size == 0:
             return b""
         frame = av.AudioFrame.from_ndarray(pcm[None, :], format="s16", layout="mono")
-        frame.sample_rate = self.rate
+        frame.sample_rate = SAMPLE_RATE
         self._mux(frame)
         return self._sink.take()
 
@@ -129,4 +137,4 @@ class StreamEncoder:
     @property
     def duration_s(self) -> float:
         """The PCM taken so far, in seconds."""
-        return self.samples / self.rate
+        return self.samples / SAMPLE_RATE

@@ -25,7 +25,10 @@ import numpy as np
 from aiohttp import web
 
 from .audio_encoding import StreamEncoder
+from .http_auth import Handler
+from .http_speech import pcm_stream
 from .openai_request import OpenAIError, SpeechJob, known_model, model_id, parse_body, speech_job
+from .service import ServiceSlot
 from .speech import error_code
 from .voices import Catalogue
 
@@ -47,7 +50,9 @@ _STATUS = {"NotReady": 503, "ShuttingDown": 503, "Busy": 503, "Timeout": 504, "V
 class SpeechBackend(Protocol):
     """Where responses come from: the voice list, the text limit, the audio."""
 
-    max_text_chars: int
+    @property
+    def max_text_chars(self) -> int:
+        """The most characters of an input (server.max_text_chars)."""
 
     def catalogue(self) -> Catalogue | None:
         """The voice list (None until the model's config has been read)."""
@@ -60,6 +65,58 @@ class SpeechBackend(Protocol):
 
     def text_tokens(self, text: str) -> int:
         """The model's text tokens in `text` (the SSE usage's input tokens)."""
+
+
+class SlotBackend:
+    """The server's responses: http_speech.pcm_stream over the ServiceSlot, the same way to the
+    engine as Wyoming's (split and normalised as a one-shot `synthesize`, paced as a stream)."""
+
+    def __init__(self, slot: ServiceSlot) -> None:
+        self.slot = slot
+
+    @property
+    def max_text_chars(self) -> int:
+        return self.slot.settings.max_text_chars
+
+    def catalogue(self) -> Catalogue | None:
+        return self.slot.catalogue
+
+    async def pcm(self, job: SpeechJob, label: str) -> AsyncGenerator[np.ndarray, None]:
+        # With instructions the voice goes as an entry (a preset speaker or a designed voice:
+        # the same before and after the model loads); without, by name, resolved once loaded.
+        entry = job.voice.styled(job.instructions) if job.instructions else None
+        audio = await pcm_stream(self.slot, job.text, job.voice.name, None, entry, label)
+
+        async def samples() -> AsyncGenerator[np.ndarray, None]:
+            try:
+                async for data in audio:
+                    yield np.frombuffer(data, np.int16)
+            finally:
+                await audio.aclose()  # type: ignore[attr-defined]
+
+        return samples()
+
+    def text_tokens(self, text: str) -> int:
+        service = self.slot.service
+        return len(service.engine.model.tokenizer.encode(text)) if service is not None else 0
+
+
+@web.middleware
+async def openai_errors(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """Under /v1/, what the routes do not answer themselves (an unknown path or method, a bug)
+    in OpenAI's error shape too."""
+    if not request.path.startswith("/v1/"):
+        return await handler(request)
+    try:
+        return await handler(request)
+    except web.HTTPException as e:
+        if e.status < 400:
+            raise
+        code = "not_found" if e.status == 404 else None
+        return error_response(OpenAIError(e.status, f"{request.method} {request.path}: {e.reason}", None, code))
+    except Exception:
+        log.exception("HTTP %s %s failed", request.method, request.path)
+        return error_response(OpenAIError(500, "internal error; see the server's log", None, None, "server_error"))
 
 
 def error_response(error: OpenAIError) -> web.Response:
@@ -86,6 +143,7 @@ class OpenAIRoutes:
         self._ids = 0
 
     def add_to(self, app: web.Application) -> None:
+        app.middlewares.append(openai_errors)
         app.router.add_post("/v1/audio/speech", self.speech)
         app.router.add_get("/v1/models", self.models)
         app.router.add_get("/v1/models/{model}", self.model)
