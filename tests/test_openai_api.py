@@ -21,7 +21,9 @@ import pytest
 from aiohttp import web
 
 from wyoming_qwen3tts.model.spec import Speaker, VoiceSpec
+from wyoming_qwen3tts.server import openai_api
 from wyoming_qwen3tts.server.audio_encoding import FORMATS
+from wyoming_qwen3tts.server.http_speech import StreamFailed
 from wyoming_qwen3tts.server.openai_api import OpenAIRoutes
 from wyoming_qwen3tts.server.openai_request import SpeechJob
 from wyoming_qwen3tts.server.speech import SpeechError
@@ -52,6 +54,7 @@ class FakeBackend:
     delay_s: float = 0.0  # before each chunk
     refuse: Exception | None = None  # raised before the iterator is returned
     fail_after: int | None = None  # chunks, then a failure
+    failure: Exception = field(default_factory=lambda: RuntimeError("synthesis failed: the engine broke"))
     jobs: list[SpeechJob] = field(default_factory=list)
     closed_early: list[bool] = field(default_factory=list)
     started: threading.Event = field(default_factory=threading.Event)
@@ -79,7 +82,7 @@ class FakeBackend:
             try:
                 for i in range(self.chunks):
                     if self.fail_after is not None and i == self.fail_after:
-                        raise RuntimeError("synthesis failed: the engine broke")
+                        raise self.failure
                     await asyncio.sleep(self.delay_s)
                     self.started.set()
                     yield pcm[i * CHUNK:(i + 1) * CHUNK]
@@ -348,3 +351,44 @@ def test_an_unknown_path_or_method_under_v1_gets_openai_errors(app):
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "not_found"
     wrong = httpx.get(f"{app.url}/v1/audio/speech")
     assert wrong.status_code == 405 and set(wrong.json()["error"]) == {"message", "type", "param", "code"}
+
+
+def test_a_failure_before_the_first_audio_keeps_its_status():
+    """The engine's queue full when the first sentence is submitted: 503, as OpenAI's overload."""
+    backend = FakeBackend(fail_after=0, failure=StreamFailed("busy: 9 requests are already waiting", "Busy"))
+    server = App(backend)
+    try:
+        response = post(server, GOOD)
+    finally:
+        server.close()
+    assert response.status_code == 503 and response.json()["error"]["code"] == "Busy"
+
+
+def raw_request(port: int, pieces: list[bytes], pause_s: float) -> bytes:
+    """A request written in pieces with pauses; the whole answer."""
+    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+        for piece in pieces:
+            sock.sendall(piece)
+            time.sleep(pause_s)
+        answer = b""
+        while chunk := sock.recv(65536):  # Connection: close: to the server's end
+            answer += chunk
+    return answer
+
+
+def http_request(body: bytes, length: int | None = None) -> bytes:
+    return (b"POST /v1/audio/speech HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nConnection: close\r\n"
+            b"Content-Length: %d\r\n\r\n" % (len(body) if length is None else length)) + body
+
+
+def test_a_body_that_arrives_in_pieces(app, backend):
+    body = json.dumps({**GOOD, "response_format": "pcm"}).encode()
+    answer = raw_request(app.port, [http_request(body)[:-20], body[-20:-7], body[-7:]], 0.2)
+    assert answer.startswith(b"HTTP/1.1 200") and len(backend.jobs) == 1
+
+
+def test_a_body_too_slow_is_refused(app, backend, monkeypatch):
+    monkeypatch.setattr(openai_api, "BODY_TIMEOUT_S", 0.5)
+    body = json.dumps(GOOD).encode()
+    answer = raw_request(app.port, [http_request(body)[:-5], body[-5:]], 1.0)
+    assert answer.startswith(b"HTTP/1.1 408") and b'"code": "timeout"' in answer and backend.jobs == []

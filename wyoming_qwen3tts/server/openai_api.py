@@ -155,7 +155,7 @@ class OpenAIRoutes:
         catalogue = self.backend.catalogue()
         if catalogue is None:
             raise OpenAIError(503, "The model is still loading (its voice list is not known yet); try again shortly.",
-                           None, "NotReady", "server_error")
+                              None, "NotReady", "server_error")
         return catalogue
 
     def _model(self, name: str) -> dict[str, Any]:
@@ -235,9 +235,9 @@ class OpenAIRoutes:
         limit = 4 * (self.backend.max_text_chars + 2000) + MAX_BODY_OVERHEAD
         if request.content_length is not None and request.content_length > limit:
             raise OpenAIError(413, f"The request body is {request.content_length} bytes; the most is {limit}.",
-                           None, "request_too_large")
+                              None, "request_too_large")
         try:
-            raw = await asyncio.wait_for(request.content.read(limit + 1), BODY_TIMEOUT_S)
+            raw = await asyncio.wait_for(_read_at_most(request, limit + 1), BODY_TIMEOUT_S)
         except asyncio.TimeoutError:
             raise OpenAIError(408, "The request body did not arrive in time.", None, "timeout") from None
         if len(raw) > limit:
@@ -314,6 +314,16 @@ async def _unless_gone(work: Awaitable[T], request: web.Request) -> T | None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def _read_at_most(request: web.Request, most: int) -> bytes:
+    """The body up to its end or `most` bytes, whichever comes first (it arrives in pieces)."""
+    parts: list[bytes] = []
+    size = 0
+    while size < most and (part := await request.content.read(most - size)):
+        parts.append(part)
+        size += len(part)
+    return b"".join(parts)
 
 
 def _cut(request: web.Request) -> None:

@@ -63,7 +63,7 @@ def _string(body: dict[str, Any], name: str, required: bool) -> str | None:
         return None
     if not isinstance(value, str):
         raise OpenAIError(400, f"Invalid type for '{name}': expected a string, got {type(value).__name__}.", name,
-                       "invalid_type")
+                          "invalid_type")
     return value
 
 
@@ -84,7 +84,7 @@ def _voice_name(body: dict[str, Any]) -> str:
         voice = voice.get("id")
         if not isinstance(voice, str):
             raise OpenAIError(400, "Invalid value for 'voice': a voice object needs an 'id' string.", "voice",
-                           "invalid_type")
+                              "invalid_type")
         return voice
     name = _string(body, "voice", required=True)
     assert name is not None
@@ -111,18 +111,18 @@ def speech_job(body: dict[str, Any], catalogue: Catalogue, max_text_chars: int) 
     assert model is not None and text is not None
     if not known_model(model, catalogue):
         raise OpenAIError(404, f"The model '{model}' does not exist (this server serves '{model_id(catalogue)}'; "
-                       f"{', '.join(OPENAI_MODELS)} are taken as it).", "model", "model_not_found")
+                          f"{', '.join(OPENAI_MODELS)} are taken as it).", "model", "model_not_found")
     if not text.strip():
         raise OpenAIError(400, "'input' is empty: there is nothing to say.", "input", "empty_string")
     if len(text) > max_text_chars:
         raise OpenAIError(400, f"'input' is {len(text)} characters long; the most this server takes is "
-                       f"{max_text_chars} (server.max_text_chars).", "input", "string_above_max_length")
+                          f"{max_text_chars} (server.max_text_chars).", "input", "string_above_max_length")
     try:
         voice, _ = catalogue.resolve(name)
     except ValueError:
         listed = ", ".join(f"'{v.name}'" for v in catalogue.voices)
         raise OpenAIError(400, f"Invalid value: '{name}'. Supported values are: {listed}.", "voice",
-                       "invalid_value") from None
+                          "invalid_value") from None
     fmt = FORMATS[_choice(body, "response_format", tuple(FORMATS), DEFAULT_FORMAT)]
     sse = _choice(body, "stream_format", STREAM_FORMATS, "audio") == "sse"
     _check_speed(body.get("speed"))
@@ -138,7 +138,7 @@ def _check_speed(speed: Any) -> None:
         raise OpenAIError(400, f"Invalid type for 'speed': expected a number, got {speed!r}.", "speed", "invalid_type")
     if speed != 1.0:
         raise OpenAIError(400, f"'speed' {speed} is not supported: this server speaks at the model's own pace; "
-                       "send 1.0 or leave 'speed' out.", "speed", "unsupported_value")
+                          "send 1.0 or leave 'speed' out.", "speed", "unsupported_value")
 
 
 def _instructions(body: dict[str, Any], catalogue: Catalogue) -> str | None:
@@ -147,9 +147,9 @@ def _instructions(body: dict[str, Any], catalogue: Catalogue) -> str | None:
         return None
     if not catalogue.takes_instructions:
         raise OpenAIError(400, f"'instructions' are not supported by {catalogue.label}: only 1.7B CustomVoice "
-                       "and VoiceDesign models take them. Leave 'instructions' out.", "instructions",
+                          "and VoiceDesign models take them. Leave 'instructions' out.", "instructions",
                        "unsupported_parameter")
     if len(text) > MAX_INSTRUCTIONS_CHARS:
         raise OpenAIError(400, f"'instructions' is {len(text)} characters long; the most is {MAX_INSTRUCTIONS_CHARS}.",
-                       "instructions", "string_above_max_length")
+                          "instructions", "string_above_max_length")
     return text.strip()
