@@ -211,20 +211,18 @@ class OpenAIRoutes:
 
         async def first_audio() -> np.ndarray:
             holder.append(await self.backend.pcm(job, label))
-            try:
-                return await holder[0].__anext__()
-            except StopAsyncIteration:
-                return np.zeros(0, np.int16)
+            first = await _next(holder[0])
+            return np.zeros(0, np.int16) if first is None else first
 
         try:
             try:
                 first = await _unless_gone(first_audio(), request)
+            except ConnectionError:
+                log.info("%s: client gone before the first audio", label)
+                return web.Response(status=499)
             except Exception as e:  # refused or failed before any audio: an error status
                 log.info("%s: failed before its first audio: %s", label, e)
                 return error_response(speech_error(e))
-            if first is None:
-                log.info("%s: client gone before the first audio", label)
-                return web.Response(status=499)
             return await self._stream(request, job, first, holder[0], label)
         finally:
             if holder:  # withdraws the response from the engine if it has not ended
@@ -265,9 +263,10 @@ class OpenAIRoutes:
                 await asyncio.wait_for(response.write(out), WRITE_TIMEOUT_S)
 
         try:
-            await send(first)
-            async for pcm in chunks:
+            pcm: np.ndarray | None = first
+            while pcm is not None:
                 await send(pcm)
+                pcm = await _unless_gone(_next(chunks), request)
             await send(None)
             if job.sse:
                 await asyncio.wait_for(response.write(sse_event(self._done(job, encoder.samples))), WRITE_TIMEOUT_S)
@@ -297,10 +296,11 @@ class OpenAIRoutes:
                 "usage": {"input_tokens": inputs, "output_tokens": outputs, "total_tokens": inputs + outputs}}
 
 
-async def _unless_gone(work: Awaitable[T], request: web.Request) -> T | None:
-    """`work`'s result, or None (and `work` cancelled) when the client leaves first: a request
-    waits for the model, the queue and its first audio without anything to write, so only
-    the connection's state tells that nobody waits for it any more."""
+async def _unless_gone(work: Awaitable[T], request: web.Request) -> T:
+    """`work`'s result; ConnectionResetError (and `work` cancelled) when the client leaves first.
+    A response waits for the model, the queue and each next chunk with nothing to write, so
+    only the connection's state tells, within GONE_POLL_S, that nobody waits for it any more
+    (aiohttp does not cancel a handler whose client left)."""
     task = asyncio.ensure_future(work)
     try:
         while True:
@@ -308,12 +308,20 @@ async def _unless_gone(work: Awaitable[T], request: web.Request) -> T | None:
             if done:
                 return task.result()
             if request.transport is None or request.transport.is_closing():
-                return None
+                raise ConnectionResetError("the client closed the connection")
     finally:
         if not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
+
+
+async def _next(chunks: AsyncGenerator[np.ndarray, None]) -> np.ndarray | None:
+    """The next chunk, or None at the end."""
+    try:
+        return await chunks.__anext__()
+    except StopAsyncIteration:
+        return None
 
 
 async def _read_at_most(request: web.Request, most: int) -> bytes:
