@@ -249,3 +249,29 @@ def test_a_client_that_leaves_mid_stream_frees_its_blocks(server):
     assert engine.metrics().requests_done - done_before < 6
     assert client(server).audio.speech.create(model="tts-1", voice="ryan", input="Still here?",
                                               response_format="pcm").content
+
+
+def test_instructions_reach_the_engine_on_a_1_7b_model(converted_factory, tmp_path_factory):
+    """A 1.7B CustomVoice speaker takes a style: the engine is asked for the speaker with the
+    request's instructions as its instruct, and the audio streams."""
+    config = apply_overrides(ServerConfig(engine=EngineConfig(max_frames=8, kv_blocks=64)),
+                             model=str(converted_factory("tiny-1.7b", "custom_voice", "int8")),
+                             data_dir=str(tmp_path_factory.mktemp("data17")), greedy=True, threads=1, precision="f32")
+    config = replace(config, server=replace(config.server, http=f"127.0.0.1:{free_port()}", http_token=TOKEN))
+    both = BothServer(config)
+    asked = []
+    submit = both.service.engine.submit
+
+    def recording_submit(voice, *args, **kwargs):
+        asked.append(voice)
+        return submit(voice, *args, **kwargs)
+
+    both.service.engine.submit = recording_submit
+    try:
+        audio = client(both).audio.speech.create(model="tts-1", voice="ryan", input="Hello there.",
+                                                 instructions="Whisper it.", response_format="pcm").content
+        voices = httpx.get(f"{both.url}/v1/audio/voices", headers={"Authorization": f"Bearer {TOKEN}"}).json()
+    finally:
+        both.close()
+    assert len(audio) == 8 * FRAME * 2 and voices["instructions"] is True
+    assert [(v.speaker, v.instruct) for v in asked] == [("ryan", "Whisper it.")]
