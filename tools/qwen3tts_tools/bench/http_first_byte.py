@@ -7,7 +7,7 @@ always follows another: Wyoming one-shot `synthesize`, Wyoming streaming (synthe
 the text in one chunk, stop), and OpenAI's speech API as pcm and as wav. Each is timed from
 sending the request on a new connection to its first audio: Wyoming's first audio-chunk
 event, the HTTP body's first byte (wav: the header and the first samples leave together);
-then the connection is closed, which withdraws the rest of the response. Writes
+each response is read to its end before the next request, so none competes with another. Writes
 http-first-byte.md and .json (docs/BENCHMARKS.md)."""
 from __future__ import annotations
 
@@ -24,10 +24,8 @@ from pathlib import Path
 from typing import Any
 
 import aiohttp
-from wyoming.audio import AudioChunk
-from wyoming.client import AsyncClient
-from wyoming.error import Error
-from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop
+
+from wyoming_qwen3tts.client import synthesize
 
 from .process import ServerChild, cpu_lock, free_port
 
@@ -37,35 +35,20 @@ TEXT = "Good evening! The living room lights are off, the front door is locked, 
 WAYS = ("wyoming one-shot", "wyoming streaming", "openai pcm", "openai wav")
 READY_TIMEOUT_S = 1800.0  # a first start may convert the model
 BENCH_LOCK = Path("/tmp/bench.lock")  # the lock timed runs on this project's shared machines take
-SETTLE_S = 1.0  # after each request: the server has withdrawn the rest before the next is timed
 
 
 async def wyoming_first(uri: str, text: str, voice: str, streaming: bool) -> float:
-    """Seconds from sending the request (on a new connection) to the first audio-chunk; then
-    the connection is closed, which withdraws the rest (only the first audio is measured)."""
-    raw_voice = {"name": voice}
-    async with AsyncClient.from_uri(uri, connect_timeout=10.0) as client:
-        start = time.monotonic()
-        if streaming:
-            events = [SynthesizeStart().event(), SynthesizeChunk(text=text).event(), Synthesize(text=text).event(),
-                      SynthesizeStop().event()]
-        else:
-            events = [Synthesize(text=text).event()]
-        for event in events:
-            if event.type in ("synthesize", "synthesize-start"):
-                event.data["voice"] = raw_voice
-            await client.write_event(event)
-        while (event := await client.read_event()) is not None:
-            if AudioChunk.is_type(event.type):
-                return time.monotonic() - start
-            if Error.is_type(event.type):
-                raise RuntimeError(f"Wyoming error: {Error.from_event(event).text}")
-    raise RuntimeError("the Wyoming response had no audio")
+    """Seconds from sending the request (on a new connection) to the first audio-chunk; the
+    whole response is read, so that none is still being made when the next way is timed."""
+    reply = await synthesize(uri, text, voice=voice, streaming=streaming, piece_chars=len(text))
+    if reply.first_audio_s is None:
+        raise RuntimeError("the Wyoming response had no audio")
+    return reply.first_audio_s
 
 
 async def openai_first(session: aiohttp.ClientSession, url: str, text: str, voice: str, fmt: str) -> float:
     """Seconds from sending the request (on a new connection) to the first byte of the body;
-    then the connection is closed, as Wyoming's."""
+    the rest is read, as Wyoming's."""
     body = {"model": "tts-1", "input": text, "voice": voice, "response_format": fmt}
     start = time.monotonic()
     async with session.post(f"{url}/v1/audio/speech", json=body) as response:
@@ -75,7 +58,7 @@ async def openai_first(session: aiohttp.ClientSession, url: str, text: str, voic
         took = time.monotonic() - start
         if not first:
             raise RuntimeError("the HTTP response had no body")
-        response.close()
+        await response.read()
     return took
 
 
@@ -95,7 +78,6 @@ async def measure(uri: str, url: str, text: str, voice: str | None, runs: int, w
             order = WAYS[run % len(WAYS):] + WAYS[:run % len(WAYS)]
             for way in order:
                 took = await ways[way]()
-                await asyncio.sleep(SETTLE_S)
                 if run >= warmup:
                     times[way].append(took)
     return times
