@@ -3,6 +3,7 @@ settings that turn it on."""
 from __future__ import annotations
 
 import asyncio
+from pathlib import Path
 
 import aiohttp
 import pytest
@@ -146,3 +147,21 @@ def test_a_client_that_stops_sending_its_body_is_answered_408(tmp_path, monkeypa
         writer.close()
 
     run(with_app(tmp_path, stall))
+
+
+def test_the_openapi_file_lists_exactly_the_routes(tmp_path):
+    """docs/openapi.yaml describes the app's routes, no more and no fewer."""
+    import yaml
+
+    from wyoming_qwen3tts.config import ServerSettings
+    from wyoming_qwen3tts.server.http_api import build_app
+    from wyoming_qwen3tts.server.service import ServiceSlot
+    from wyoming_qwen3tts.server.voice_lab import VoiceLab
+
+    spec = yaml.safe_load((Path(__file__).resolve().parents[1] / "docs" / "openapi.yaml").read_text())
+    documented = {(method.upper(), path) for path, item in spec["paths"].items() for method in item
+                  if method != "parameters"}
+    slot = ServiceSlot()
+    app = build_app(slot, ServerSettings(), VoiceLab(slot, ServerConfig()))
+    served = {(r.method, r.resource.canonical) for r in app.router.routes() if r.method != "HEAD"}
+    assert documented == served

@@ -126,7 +126,8 @@ def test_a_preview_streams_and_saves_nothing(base_server):
     before = folders(base_server)
     for transcript in (REF_TEXT, ""):
         status, audio, headers = call("POST", f"{base_server.url}/api/preview", data=form(
-            encode("ogg", "libopus", recording(4.0, 3)), "clip.ogg", transcript=transcript, text=SENTENCE))
+            encode("ogg", "libopus", recording(4.0, 3)), "clip.ogg", transcript=transcript, text=SENTENCE,
+            language="en" if transcript else ""))
         assert status == 200 and headers["Content-Type"] == "audio/wav", audio[:200]
         assert len(audio) == WAV_HEADER + MAX_FRAMES * FRAME_BYTES
     assert folders(base_server) == before and "(preview)" not in voice_names(base_server.uri)

@@ -107,3 +107,13 @@ def test_containers_are_recognised_by_their_first_bytes():
     assert sniff(encode("webm", "libopus", recording(0.5))) == "matroska"
     assert sniff(encode("mp4", "aac", recording(0.5))) == "mov"
     assert sniff(b"ID3\x04\x00" + bytes(20)) == "mp3"
+
+
+@pytest.mark.parametrize("container,codec,options", [
+    ("webm", "libopus", {"live": "1"}),  # Chromium's and Firefox's MediaRecorder: no duration, no cues
+    ("mp4", "aac", {"movflags": "frag_keyframe+empty_moov+default_base_moof"}),  # Safari's: fragmented MP4
+    ("mp4", "libopus", {"movflags": "frag_keyframe+empty_moov"}),
+], ids=["webm-live", "fmp4-aac", "fmp4-opus"])
+def test_browser_recordings_decode(container, codec, options):
+    clip = decode_upload(encode(container, codec, recording(5.0), options=options))
+    assert 4.5 <= clip.seconds <= 5.2 and clip.container in ("matroska", "mov")

@@ -42,9 +42,10 @@ UPLOADS = 4  # requests with a recording handled at once (each holds up to 20 MB
 STOP_S = 2.0  # at shutdown, what open HTTP connections get (responses in flight were drained with Wyoming's)
 LINGER_S = 2.0  # the unread rest of a refused body is read this long, then the connection closed
 
+# For routes other modules add to the app (another protocol): the slot to reach the engine
+# through (pcm_stream, stream_wav) and the voice lab.
 SLOT = web.AppKey("slot", ServiceSlot)
 LAB = web.AppKey("lab", VoiceLab)
-ASR = web.AppKey("asr", AsrClient)
 
 # SpeechError and ValueError codes -> HTTP status
 STATUS_OF_CODE = {"VoiceNotFound": 404, "LanguageNotSupported": 422, "TextTooLong": 413, "BadRequest": 422,
@@ -90,8 +91,6 @@ def build_app(slot: ServiceSlot, settings: ServerSettings, lab: VoiceLab, asr: A
     app = web.Application(client_max_size=MAX_UPLOAD_BYTES + BODY_SLACK,
                           middlewares=[access_guard(settings.http_token, settings.http_ingress), errors_as_json])
     app[SLOT], app[LAB] = slot, lab
-    if asr is not None:
-        app[ASR] = asr
     routes = Routes(slot, lab, asr, page_dir, settings)
     app.router.add_get("/", routes.page)
     app.router.add_get("/static/{file}", routes.static)

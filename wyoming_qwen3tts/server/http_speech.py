@@ -27,7 +27,6 @@ from .voices import VoiceEntry
 log = logging.getLogger(__name__)
 
 QUEUE_EVENTS = 64  # audio events buffered between the engine side and a slow HTTP client
-WAV_STREAM_HEADER_SIZE = 44
 
 
 class StreamFailed(Exception):

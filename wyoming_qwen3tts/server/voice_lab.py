@@ -190,7 +190,8 @@ class VoiceLab:
         description (VoiceDesign); nothing is written."""
         service = await self.slot.ready()
         kind = service.catalogue.spec.model_type
-        language = self._language(service, form.language) or "auto"
+        given = self._language(service, form.language)
+        language = model_language(given, service.catalogue.spec.supported_languages) if given else "auto"
         if kind == "base":
             if form.audio is None:
                 raise ApiError(422, "send a recording (the form's audio file) to preview a clone")
@@ -216,6 +217,7 @@ class VoiceLab:
     def _publish(self, saved: list[SavedVoice], service: Service, undo: Callable[[], None] | None = None) -> None:
         """Serve `saved` from now on (a new catalogue for the slot); the catalogue is built from
         prepared prompts only, so this is quick enough for the event loop."""
+        service = self.slot.service or service  # the current one: another change may have been published
         try:
             catalogue = self._catalogue(service.catalogue.spec, self._prepared, saved)
         except CatalogueError as e:
