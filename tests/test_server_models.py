@@ -232,3 +232,23 @@ def test_a_voice_naming_a_model_not_served_fails_when_the_config_loads(tmp_path)
                       encoding="utf-8")
     with pytest.raises(ConfigError, match=r"voices\[0\]\.model: 3 is not a model index"):
         load_config(config)
+
+
+def test_openai_lists_every_model_and_the_voice_picks_the_one_that_speaks(converted_factory, recording, tmp_path,
+                                                                         served):
+    custom = str(converted_factory("tiny", "custom_voice", "int8"))
+    base = str(converted_factory("tiny", "base", "int8"))
+    grandma = VoiceConfig(name="grandma", ref_audio=str(recording), ref_text=REF_TEXT)
+    server = Served(config_of([ModelEntry(custom), ModelEntry(base)], tmp_path, (grandma,)))
+    served.append(server)
+    ids = [m["id"] for m in json.loads(call("GET", f"{server.url}/v1/models")[1])["data"]]
+    assert len(ids) == 2 and "customvoice" in ids[0] and "base" in ids[1]
+    voices = json.loads(call("GET", f"{server.url}/v1/audio/voices")[1])["voices"]
+    assert {v["id"]: v["model"] for v in voices}["grandma"] == ids[1]
+    for model, voice in (("tts-1", "ryan"), (ids[1], "grandma")):
+        status, audio, _ = call("POST", f"{server.url}/v1/audio/speech",
+                                json={"model": model, "input": "Good morning.", "voice": voice, "response_format": "pcm"})
+        assert status == 200 and len(audio) == FRAMES * 1920 * 2, (model, voice, audio[:200])
+    status, body, _ = call("POST", f"{server.url}/v1/audio/speech",
+                           json={"model": ids[1], "input": "Hello.", "voice": "ryan", "response_format": "pcm"})
+    assert status == 400 and json.loads(body)["error"]["param"] == "model"
