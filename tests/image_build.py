@@ -182,8 +182,8 @@ def build(image: str, context: Path, dockerfile: str, build_args: dict[str, str]
     stores every layer whole). A module-scoped fixture's body."""
     args = [arg for key, value in build_args.items() for arg in ("--build-arg", f"{key}={value}")]
     start = time.monotonic()
-    buildah("bud", "--isolation", "chroot", "--layers", "--format", "docker", "--file", dockerfile, "--tag", image, *args, ".",
-            cwd=context)
+    buildah("bud", "--isolation", "chroot", "--layers", "--format", "docker", "--file", dockerfile, "--tag", image,
+            *args, ".", cwd=context)
     seconds = time.monotonic() - start
     inspect = json.loads(podman("image", "inspect", image).stdout)[0]
     config = json.loads(buildah("inspect", "--type", "image", image).stdout)["Docker"]["config"]

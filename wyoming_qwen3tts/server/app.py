@@ -173,9 +173,22 @@ async def serve(config: ServerConfig) -> None:
         await shutdown(server, slot, stopped.result() if stopped.done() else "an error")
 
 
+def stop_listening(server: AsyncServer) -> None:
+    """Close the listening socket, keeping the open connections. The wyoming library's stop()
+    does both, and only after telling every handler to stop; its TCP and Unix servers keep the
+    asyncio server as `_server`."""
+    listener = getattr(server, "_server", None)
+    if isinstance(listener, asyncio.AbstractServer):
+        listener.close()
+
+
 async def shutdown(server: AsyncServer, slot: ServiceSlot, why: str) -> None:
-    """Refuse new requests, give those in flight SHUTDOWN_GRACE_S to finish, cancel the rest
-    (each still ends with an error and its end marker), close the connections and the engine."""
+    """Stop listening, refuse new requests on open connections, give those in flight
+    SHUTDOWN_GRACE_S to finish, cancel the rest (each still ends with an error and its end
+    marker), close the connections and the engine. Refusing new connections at once lets a load
+    balancer send them elsewhere (docs/HAPROXY.md) instead of to a server that only says
+    ShuttingDown."""
+    stop_listening(server)
     slot.stopping = True
     in_flight = slot.in_flight()
     if in_flight:

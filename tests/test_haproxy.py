@@ -1,0 +1,346 @@
+"""The HAProxy recipe (deploy/haproxy.cfg, docs/HAPROXY.md) run as written: Debian's haproxy
+in front of two servers on loopback, Wyoming load through it, one server stopped mid-run
+(SIGKILL, and separately SIGTERM). Every request that starts after the stop is served by the
+other server; only requests in flight on the stopped one may fail, and each of those ends
+(an error or a closed connection) within bounds, never hangs; the health check, which speaks
+Wyoming, marks the stopped one down.
+
+Opt-in (a minute of CPU, and Debian's haproxy, which CI does not install); never skipped:
+
+    apt-get install -y haproxy
+    python -m pytest -m e2e tests/test_haproxy.py
+"""
+from __future__ import annotations
+
+import asyncio
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
+
+import pytest
+from test_server import free_port
+from wyoming.client import AsyncClient
+from wyoming.tts import SynthesizeChunk, SynthesizeStart, SynthesizeStop
+
+from wyoming_qwen3tts.client import ClientError, describe, synthesize
+
+pytestmark = pytest.mark.e2e
+
+RECIPE = Path(__file__).resolve().parents[1] / "deploy/haproxy.cfg"
+SERVERS = ("tts1", "tts2")
+REQUEST_TIMEOUT_S = 30.0  # a request's bound in this test: one that takes longer hangs
+TEXT = "The kitchen lights are on. The front door is locked."
+# tcplog: "127.0.0.1:40000 [05/Dec/2026:04:10:00.123] wyoming wyoming_servers/tts2 1/0/345 6789 -- 1/1/0/0/0 0/0"
+TCPLOG = re.compile(r"^\S+:\d+ \[(?P<accepted>[^\]]+)\] wyoming wyoming_servers/(?P<server>\S+) "
+                    r"\S+ (?P<bytes>\d+) (?P<state>\S\S) ")
+
+
+@pytest.fixture(scope="module")
+def haproxy_binary() -> str:
+    binary = shutil.which("haproxy") or ("/usr/sbin/haproxy" if Path("/usr/sbin/haproxy").exists() else None)
+    if binary is None:
+        pytest.fail("haproxy is not installed: apt-get install -y haproxy", pytrace=False)
+    return binary
+
+
+@dataclass
+class Servers:
+    """Two wyoming-qwen3tts processes serving the tiny model on loopback."""
+
+    procs: dict[str, subprocess.Popen]
+    ports: dict[str, int]
+    logs: dict[str, Path]
+
+
+@pytest.fixture
+def servers(converted_factory, tmp_path: Path) -> Iterator[Servers]:
+    model = converted_factory("tiny", "custom_voice", "int8")
+    config = tmp_path / "config.yaml"
+    config.write_text("engine:\n  max_frames: 24\nserver:\n  default_voice: ryan\n", encoding="utf-8")
+    procs, ports, logs = {}, {}, {}
+    try:
+        for name in SERVERS:
+            ports[name], logs[name] = free_port(), tmp_path / f"{name}.log"
+            with logs[name].open("w") as out:
+                procs[name] = subprocess.Popen(
+                    [sys.executable, "-m", "wyoming_qwen3tts", "--model", str(model), "--config", str(config),
+                     "--uri", f"tcp://127.0.0.1:{ports[name]}", "--data-dir", str(tmp_path / "data"),
+                     "--threads", "1", "--greedy"], stdout=out, stderr=subprocess.STDOUT)
+        for name in SERVERS:  # listed voices and the model loaded: a request is answered at once
+            deadline = time.monotonic() + 180
+            while "ready on" not in logs[name].read_text():
+                assert procs[name].poll() is None, logs[name].read_text()[-4000:]
+                assert time.monotonic() < deadline, f"{name} not ready:\n{logs[name].read_text()[-4000:]}"
+                time.sleep(0.2)
+        yield Servers(procs, ports, logs)
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+            proc.wait(30)
+
+
+def recipe(servers: Servers, wyoming_port: int, http_port: int, stats: Path) -> str:
+    """deploy/haproxy.cfg with this test's addresses: every other line as written. Each
+    substitution must apply, so a changed recipe fails here rather than going untested."""
+    text = RECIPE.read_text(encoding="utf-8")
+    substitutions = [
+        (r"^ *(chroot|user|group) .*\n", "", 3),  # the test runs it in the foreground, as itself
+        (r"log /dev/log local0", "log stdout format raw local0", 1),
+        (r"stats socket /run/haproxy/admin\.sock", f"stats socket {stats}", 1),
+        (r"bind :10200", f"bind 127.0.0.1:{wyoming_port}", 1),
+        (r"bind :8000", f"bind 127.0.0.1:{http_port}", 1),
+        *[(rf"server {name} \S+:10200 check", f"server {name} 127.0.0.1:{servers.ports[name]} check", 1)
+          for name in SERVERS],
+        *[(rf"server {name} \S+:8000 check", f"server {name} 127.0.0.1:{free_port()} check", 1)
+          for name in SERVERS],
+    ]
+    for pattern, replacement, count in substitutions:
+        text, made = re.subn(pattern, replacement, text, flags=re.MULTILINE)
+        assert made == count, f"{pattern!r} matched {made} times in {RECIPE}, not {count}"
+    return text
+
+
+@dataclass
+class Proxy:
+    proc: subprocess.Popen
+    uri: str
+    stats: Path
+    log: Path
+
+    def stat(self) -> dict[str, dict[str, str]]:
+        """Each Wyoming server's row of `show stat` on the stats socket (status, scur, ...)."""
+        with socket.socket(socket.AF_UNIX) as sock:
+            sock.settimeout(5)
+            sock.connect(str(self.stats))
+            sock.sendall(b"show stat\n")
+            raw = b""
+            while chunk := sock.recv(65536):
+                raw += chunk
+        lines = raw.decode().splitlines()
+        header = lines[0].lstrip("# ").split(",")
+        rows = [dict(zip(header, line.split(","), strict=False)) for line in lines[1:] if line]
+        return {row["svname"]: row for row in rows if row["pxname"] == "wyoming_servers" and row["svname"] in SERVERS}
+
+    def status(self) -> dict[str, str]:
+        return {name: row["status"] for name, row in self.stat().items()}
+
+
+@pytest.fixture
+def proxy(haproxy_binary: str, servers: Servers, tmp_path: Path) -> Iterator[Proxy]:
+    port = free_port()
+    config, stats, log = tmp_path / "haproxy.cfg", tmp_path / "admin.sock", tmp_path / "haproxy.log"
+    config.write_text(recipe(servers, port, free_port(), stats), encoding="utf-8")
+    subprocess.run([haproxy_binary, "-c", "-f", str(config)], check=True, capture_output=True)
+    with log.open("w") as out:
+        proc = subprocess.Popen([haproxy_binary, "-db", "-f", str(config)], stdout=out, stderr=subprocess.STDOUT)
+    proxy = Proxy(proc, f"tcp://127.0.0.1:{port}", stats, log)
+    try:
+        deadline = time.monotonic() + 30
+        while not stats.exists() or set(proxy.status().values()) != {"UP"}:
+            assert proc.poll() is None, log.read_text()
+            assert time.monotonic() < deadline, f"the servers' health checks never passed:\n{log.read_text()}"
+            time.sleep(0.2)
+        yield proxy
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(10)
+
+
+@dataclass
+class Outcome:
+    """One request through the proxy, in wall-clock time (comparable with HAProxy's log)."""
+
+    start: float
+    end: float
+    streaming: bool
+    error: str | None  # None: the whole reply arrived
+
+
+async def load(uri: str, stop: asyncio.Event, outcomes: list[Outcome], streaming: bool) -> None:
+    """Requests one after another until `stop`, alternating one-shot and streamed, each bounded."""
+    while not stop.is_set():
+        start = time.time()
+        try:
+            reply = await asyncio.wait_for(synthesize(uri, TEXT, streaming=streaming, timeout=REQUEST_TIMEOUT_S),
+                                           REQUEST_TIMEOUT_S)
+            error = None if reply.audio else "no audio"
+        except asyncio.TimeoutError:
+            error = "hang"
+        except (ClientError, OSError, asyncio.IncompleteReadError) as e:
+            error = f"{type(e).__name__}: {e}"
+        outcomes.append(Outcome(start, time.time(), streaming, error))
+        streaming = not streaming
+
+
+@dataclass
+class Held:
+    """A streamed request kept open (no synthesize-stop) until released: surely in flight."""
+
+    events: list[str] = field(default_factory=list)
+    audio: asyncio.Event = field(default_factory=asyncio.Event)
+    ended: str = ""  # "stopped" (synthesize-stopped), "closed" (the connection ended) or "hang"
+    end: float = 0.0
+
+
+async def held_stream(uri: str, release: asyncio.Event, held: Held) -> None:
+    async def read(client: AsyncClient) -> None:
+        while True:
+            event = await client.read_event()
+            if event is None:
+                held.ended = "closed"
+                return
+            held.events.append(event.type)
+            if event.type == "audio-chunk":
+                held.audio.set()
+            if event.type == "synthesize-stopped":
+                held.ended = "stopped"
+                return
+
+    try:
+        async with AsyncClient.from_uri(uri, connect_timeout=5, read_timeout=REQUEST_TIMEOUT_S) as client:
+            await client.write_event(SynthesizeStart().event())
+            await client.write_event(SynthesizeChunk(text="One sentence first. ").event())
+            reader = asyncio.create_task(read(client))
+            await asyncio.wait({reader, asyncio.create_task(release.wait())}, return_when=asyncio.FIRST_COMPLETED)
+            if not reader.done():
+                await client.write_event(SynthesizeStop().event())
+            await asyncio.wait_for(reader, REQUEST_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        held.ended = "hang"
+    except (OSError, asyncio.IncompleteReadError):
+        held.ended = "closed"
+    held.end = time.time()
+
+
+async def refused(port: int, bound_s: float = 10.0) -> float:
+    """The wall-clock time from which `port` on loopback refuses connections."""
+    deadline = time.monotonic() + bound_s
+    while time.monotonic() < deadline:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except ConnectionRefusedError:
+            return time.time()
+        writer.close()
+        await asyncio.sleep(0.01)
+    raise AssertionError(f"port {port} still accepts connections {bound_s:.0f} s after the signal")
+
+
+@dataclass
+class Run:
+    outcomes: list[Outcome]
+    held: list[Held]
+    cut: float  # the stopped server refuses connections from here on
+    down: float  # HAProxy's health check marked it down
+    log: str
+
+
+async def stop_one_under_load(servers: Servers, proxy: Proxy, victim: str, sig: signal.Signals) -> Run:
+    release, stop, outcomes = asyncio.Event(), asyncio.Event(), []
+    held = [Held(), Held()]
+    held_tasks = []
+    for h in held:  # one after the other: least connections puts one on each server
+        held_tasks.append(asyncio.create_task(held_stream(proxy.uri, release, h)))
+        await asyncio.wait_for(h.audio.wait(), REQUEST_TIMEOUT_S)
+    assert {name: int(row["scur"]) for name, row in proxy.stat().items()} == {"tts1": 1, "tts2": 1}
+    workers = [asyncio.create_task(load(proxy.uri, stop, outcomes, streaming=i % 2 == 1)) for i in range(3)]
+    await asyncio.sleep(4)
+    servers.procs[victim].send_signal(sig)
+    cut = await refused(servers.ports[victim])
+    deadline = time.monotonic() + 30
+    while proxy.status()[victim] != "DOWN":
+        assert time.monotonic() < deadline, f"{victim} not marked down 30 s after it stopped"
+        await asyncio.sleep(0.1)
+    down = time.time()
+    await asyncio.sleep(3)  # and more requests with it down
+    stop.set()
+    await asyncio.gather(*workers)
+    release.set()
+    await asyncio.gather(*held_tasks)
+    servers.procs[victim].wait(30)
+    await asyncio.sleep(0.5)  # HAProxy logs a session when it ends
+    return Run(outcomes, held, cut, down, proxy.log.read_text())
+
+
+def sessions_logged(log: str) -> list[tuple[float, str, int, str]]:
+    """(accepted, server, bytes to the client, termination state) of each Wyoming session."""
+    sessions = []
+    for line in log.splitlines():
+        if match := TCPLOG.match(line):
+            accepted = datetime.strptime(match["accepted"], "%d/%b/%Y:%H:%M:%S.%f").timestamp()
+            sessions.append((accepted, match["server"], int(match["bytes"].lstrip("+")), match["state"]))
+    return sessions
+
+
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGTERM], ids=["SIGKILL", "SIGTERM"])
+def test_a_server_stopped_under_load(servers: Servers, proxy: Proxy, sig: signal.Signals) -> None:
+    victim, survivor = SERVERS
+    run = asyncio.run(asyncio.wait_for(stop_one_under_load(servers, proxy, victim, sig), 180))
+    outcomes = run.outcomes
+    after = [o for o in outcomes if o.start > run.cut]
+    in_flight = [o for o in outcomes if o.start <= run.cut < o.end]
+    failed = [o for o in outcomes if o.error is not None]
+    summary = (f"{len(outcomes)} requests, {len(in_flight)} in flight at the stop, {len(after)} after it, "
+               f"{len(failed)} failed; marked down {run.down - run.cut:.1f} s after the stop")
+    print(f"\n{sig.name}: {summary}")
+    assert len(after) >= 10 and len([o for o in after if o.start > run.down]) >= 3, summary
+    # none lost beyond those in flight; none hangs
+    assert all(o.error is None for o in after), [o.error for o in after if o.error]
+    assert all(o in in_flight for o in failed), (summary, [(o.start - run.cut, o.error) for o in failed])
+    assert not [o for o in outcomes if o.error == "hang"]
+    # HAProxy: both served before the stop, the survivor everything after it, every session logged
+    sessions = sessions_logged(run.log)
+    assert len(sessions) == len(outcomes) + len(run.held), (len(sessions), len(outcomes), run.log[-3000:])
+    before = {server for accepted, server, _, _ in sessions if accepted < run.cut - 0.5}
+    assert before == set(SERVERS), before
+    later = [(server, size, state) for accepted, server, size, state in sessions if accepted > run.cut]
+    assert later and all(server == survivor and size > 0 for server, size, _ in later), later
+    assert f"Server wyoming_servers/{victim} is DOWN" in run.log
+    # the stream held open on each server: the survivor's ends as asked, the stopped one's
+    # within bounds: cut at once (SIGKILL), or ended by the server itself with an error after
+    # its grace period (SIGTERM: not cut by HAProxy, which marks it down only after that)
+    cut_short = [h for h in run.held if h.ended != "stopped" or "error" in h.events]
+    assert len(cut_short) == 1, run.held
+    stopped, (kept,) = cut_short[0], [h for h in run.held if h not in cut_short]
+    assert kept.events[-2:] == ["audio-stop", "synthesize-stopped"], kept
+    if sig == signal.SIGKILL:
+        assert stopped.ended == "closed" and stopped.end - run.cut < 2, (stopped, stopped.end - run.cut)
+    else:
+        assert stopped.events[-3:] == ["error", "audio-stop", "synthesize-stopped"], stopped
+        assert stopped.end < run.down, (stopped.end - run.cut, run.down - run.cut)
+        assert "stopping on SIGTERM" in servers.logs[victim].read_text()
+    assert servers.procs[survivor].poll() is None
+
+
+def test_the_health_check_speaks_wyoming(servers: Servers, proxy: Proxy) -> None:
+    """A server that listens but does not answer `describe` with `info` is marked down: the
+    check is Wyoming's describe/info, not a bare connect (a process frozen by SIGSTOP keeps its
+    port open and its kernel keeps accepting connections)."""
+    victim, _ = SERVERS
+    servers.procs[victim].send_signal(signal.SIGSTOP)
+    try:
+        deadline = time.monotonic() + 30
+        while proxy.status()[victim] != "DOWN":
+            assert time.monotonic() < deadline, f"{victim} frozen but still up 30 s later"
+            time.sleep(0.2)
+        assert asyncio.run(describe(servers.ports[victim], timeout=1)) is None  # it listens, unanswering
+        with socket.create_connection(("127.0.0.1", servers.ports[victim]), timeout=2):
+            pass
+    finally:
+        servers.procs[victim].send_signal(signal.SIGCONT)
+    deadline = time.monotonic() + 30
+    while proxy.status()[victim] != "UP":
+        assert time.monotonic() < deadline, f"{victim} answers again but is not back up 30 s later"
+        time.sleep(0.2)
