@@ -32,6 +32,7 @@ HTTP_DEFAULT = "0.0.0.0:8000"
 HTTP_ENV = "QWEN3TTS_HTTP"
 TOKEN_ENV = "QWEN3TTS_HTTP_TOKEN"
 HTTP_OFF = ("off", "")
+INFO_FLAGS = ("-h", "--help", "--version")
 
 
 class SetupError(Exception):
@@ -56,8 +57,10 @@ def server_command(env: Mapping[str, str], flags: Sequence[str], config_file: Pa
 
 def serve(flags: Sequence[str], env: Mapping[str, str] = os.environ,
           exec_: Callable[[str, list[str]], Any] = os.execv) -> None:
-    """Replace this process with the server, so it is PID 1 and `docker stop`'s SIGTERM reaches it."""
-    argv = server_command(env, flags)
+    """Replace this process with the server, so it is PID 1 and `docker stop`'s SIGTERM reaches it.
+    `--help` and `--version` go to the server alone (they need no token)."""
+    asks = [flag for flag in flags if flag in INFO_FLAGS]
+    argv = [sys.executable, "-m", "wyoming_qwen3tts", *asks] if asks else server_command(env, flags)
     shown = ["***" if i > 0 and argv[i - 1] == "--http-token" else arg for i, arg in enumerate(argv)]
     log.info("starting: %s", " ".join(shown))
     exec_(argv[0], argv)
