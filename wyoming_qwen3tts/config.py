@@ -102,6 +102,12 @@ class ServerSettings:
     profile: bool = False  # log every request's first-audio timing at info, and their medians at shutdown
     text_feeding: str = "word"  # streamed text: "word" (a sentence starts with its first words) or "sentence"
     holdback_s: float = 0.5  # streamed requests: the longest a sentence's audio start is held against underrun
+    http: str | None = None  # HOST:PORT of the voice lab's HTTP side (docs/HTTP.md); None: off
+    http_token: str | None = None  # bearer token of the HTTP side; required off loopback unless http_ingress
+    http_ingress: bool = False  # answer HTTP only from Home Assistant's ingress proxy (and token holders)
+    asr: str | None = None  # tcp://HOST:PORT of a Wyoming speech-to-text server (voice lab transcripts)
+    ha_url: str | None = None  # Home Assistant, to reload its Wyoming entry when the voices change
+    ha_token: str | None = None  # its long-lived token; None: env SUPERVISOR_TOKEN or HA_TOKEN
 
     def validate(self) -> None:
         _check_uri(self.uri)
@@ -116,9 +122,30 @@ class ServerSettings:
                 raise ConfigError(f"server.{name}: must be >= 1, got {getattr(self, name)}")
         if self.seed is not None and self.seed < 0:
             raise ConfigError(f"server.seed: must be >= 0, got {self.seed}")
-        for name in ("zeroconf", "default_voice"):
+        for name in ("zeroconf", "default_voice", "http_token", "ha_token"):
             if getattr(self, name) is not None:
                 _non_empty(f"server.{name}", getattr(self, name))
+        if self.http is not None:
+            host, _ = http_address(self.http)
+            if not self.http_token and not self.http_ingress and not _loopback(host):
+                raise ConfigError(f"server.http: {self.http} is reachable from other machines; set server.http_token "
+                                  f"(--http-token), or bind to 127.0.0.1, or use server.http_ingress")
+        if self.asr is not None and re.fullmatch(r"tcp://[^:/]+:\d+", self.asr) is None:
+            raise ConfigError(f"server.asr: {self.asr!r} is not tcp://HOST:PORT")
+        if self.ha_url is not None and re.fullmatch(r"https?://[^/\s]+(/\S*)?", self.ha_url) is None:
+            raise ConfigError(f"server.ha_url: {self.ha_url!r} is not an http:// or https:// URL")
+
+
+def http_address(value: str) -> tuple[str, int]:
+    """(host, port) of server.http's HOST:PORT (an IPv6 host in brackets)."""
+    match = re.fullmatch(r"([^:/\[\]]+|\[[0-9A-Fa-f:.]+\]):(\d+)", value)
+    if match is None or not 0 < int(match.group(2)) < 65536:
+        raise ConfigError(f"server.http: {value!r} is not HOST:PORT (port 1-65535)")
+    return match.group(1).strip("[]"), int(match.group(2))
+
+
+def _loopback(host: str) -> bool:
+    return host == "localhost" or host == "::1" or host.startswith("127.")
 
 
 @dataclass(frozen=True)
@@ -240,6 +267,11 @@ _FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
     "profile": (("server", "profile"),),
     "text_feeding": (("server", "text_feeding"),),
     "holdback": (("server", "holdback_s"),),
+    "http": (("server", "http"),),
+    "http_token": (("server", "http_token"),),
+    "http_ingress": (("server", "http_ingress"),),
+    "asr": (("server", "asr"),),
+    "ha_url": (("server", "ha_url"),),
 }
 
 

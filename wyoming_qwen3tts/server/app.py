@@ -21,16 +21,29 @@ from wyoming.server import AsyncServer
 
 from .. import __version__
 from ..backend_flags import add_backend_flags
-from ..config import OVERRIDES, TEXT_FEEDING, WEIGHT_FORMATS, ConfigError, ServerConfig, apply_overrides, load_config
+from ..config import (
+    OVERRIDES,
+    TEXT_FEEDING,
+    WEIGHT_FORMATS,
+    ConfigError,
+    ServerConfig,
+    ServerSettings,
+    apply_overrides,
+    load_config,
+)
 from ..engine.config import TEXT_LAYOUTS
 from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISION_SETTINGS, describe_devices
 from ..engine.native import kernel_isas
 from ..engine.stream import EngineError
+from .ha_refresh import HaRefresher, ha_token
 from .handler import Service, ServiceSlot, TtsHandler
+from .http_api import HttpServer, build_app, start_http
 from .loading import build_service, preview_catalogue, requested_devices
 from .models import ModelSourceError
 from .speech import SpeechError
-from .voices import CatalogueError
+from .transcribe import AsrClient
+from .voice_lab import VoiceLab
+from .voices import Catalogue, CatalogueError
 
 __all__ = ["build_service", "main", "serve"]
 
@@ -77,6 +90,13 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "first words; default) or sentence (waits for each sentence's end)")
     parser.add_argument("--holdback", type=float, help="streamed requests: most seconds a sentence's audio start is "
                         "held against running dry (default 0.5; one-shot requests are never held)")
+    parser.add_argument("--http", help="HOST:PORT of the voice lab page and its API (docs/HTTP.md; default off)")
+    parser.add_argument("--http-token", help="token the HTTP side requires (needed off loopback)")
+    parser.add_argument("--http-ingress", action="store_true", default=None,
+                        help="answer HTTP only from Home Assistant's ingress proxy (the add-on)")
+    parser.add_argument("--asr", help="tcp://HOST:PORT of a Wyoming speech-to-text server for transcripts")
+    parser.add_argument("--ha-url", help="Home Assistant's URL, to reload its Wyoming entry when voices change "
+                        "(token: server.ha_token, or env SUPERVISOR_TOKEN / HA_TOKEN)")
     parser.add_argument("--debug", action="store_true")
     parser.add_argument("--version", action="version", version=__version__)
     return parser.parse_args(argv)
@@ -141,8 +161,22 @@ async def serve(config: ServerConfig) -> None:
     event loop still runs, so the requests it aborts can end their streams on it."""
     start, uri = time.monotonic(), config.server.uri
     slot = ServiceSlot(settings=config.server)
+    refresher = ha_refresher(config.server)
+    lab = VoiceLab(slot, config, refresher.request if refresher is not None else None)
+
+    def voice_list(config: ServerConfig) -> Catalogue | None:
+        return lab.prepare_catalogue(preview_catalogue(config))
+
+    def model(config: ServerConfig) -> Service:
+        service = build_service(config)
+        try:
+            return lab.attach(service)
+        except BaseException:
+            service.engine.close()
+            raise
+
     if uri.startswith("stdio://"):  # our own read loop: bounded reads, and the end of input
-        service = await asyncio.to_thread(build_service, config)
+        service = await asyncio.to_thread(model, config)
         slot.load(service)  # finishes replies
         try:
             await TtsHandler(slot, await async_get_stdin(), await async_get_stdout()).run()
@@ -153,10 +187,14 @@ async def serve(config: ServerConfig) -> None:
     server = AsyncServer.from_uri(uri)
     await server.start(partial(TtsHandler, slot))
     log.info("listening on %s", uri)
+    http = None
     try:
+        if config.server.http is not None:
+            asr = AsrClient(config.server.asr) if config.server.asr else None
+            http = await start_http(build_app(slot, config.server, lab, asr), config.server.http)
         steps: list[tuple[str, Callable[[ServerConfig], Any], Callable[[Any], None]]] = [
-            ("reading the voice list", preview_catalogue, slot.publish),
-            ("loading the model", build_service, slot.load)]
+            ("reading the voice list", voice_list, slot.publish),
+            ("loading the model", model, slot.load)]
         for doing, step, take in steps:
             work = in_daemon_thread(step, config)
             await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
@@ -170,7 +208,21 @@ async def serve(config: ServerConfig) -> None:
         log.info("ready on %s, %.1f s after start", uri, time.monotonic() - start)
         await stopped
     finally:
-        await shutdown(server, slot, stopped.result() if stopped.done() else "an error")
+        await shutdown(server, slot, stopped.result() if stopped.done() else "an error", http)
+        if refresher is not None:
+            await refresher.close()
+
+
+def ha_refresher(settings: ServerSettings) -> HaRefresher | None:
+    """Home Assistant's refresh after voice changes, when server.ha_url and a token are given."""
+    if settings.ha_url is None:
+        return None
+    token = ha_token(settings.ha_token)
+    if token is None:
+        log.warning("server.ha_url is set but no token (server.ha_token, SUPERVISOR_TOKEN or HA_TOKEN): "
+                    "Home Assistant will not be asked to reload after voice changes")
+        return None
+    return HaRefresher(settings.ha_url, token)
 
 
 def stop_listening(server: AsyncServer) -> None:
@@ -182,7 +234,7 @@ def stop_listening(server: AsyncServer) -> None:
         listener.close()
 
 
-async def shutdown(server: AsyncServer, slot: ServiceSlot, why: str) -> None:
+async def shutdown(server: AsyncServer, slot: ServiceSlot, why: str, http: HttpServer | None = None) -> None:
     """Stop listening, refuse new requests on open connections, give those in flight
     SHUTDOWN_GRACE_S to finish, cancel the rest (each still ends with an error and its end
     marker), close the connections and the engine. Refusing new connections at once lets a load
@@ -203,6 +255,8 @@ async def shutdown(server: AsyncServer, slot: ServiceSlot, why: str) -> None:
     await slot.drain(ENDING_S)
     finished = sum(s not in cancelled for s in in_flight)
     await server.stop()
+    if http is not None:
+        await http.stop()
     if slot.service is not None:
         await asyncio.to_thread(slot.service.engine.close)
     log.info("stopped: %d requests finished, %d cancelled", finished, len(cancelled))

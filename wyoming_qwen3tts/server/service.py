@@ -18,7 +18,7 @@ from ..engine.stream import AudioStream
 from ..engine.utterance import Utterance
 from .profile import Profile
 from .speech import Speech, SpeechError, Synth
-from .voices import Catalogue, build_info
+from .voices import Catalogue, VoiceEntry, build_info
 
 log = logging.getLogger(__name__)
 
@@ -82,16 +82,21 @@ class ServiceSlot:
                                  f"(the first start downloads and converts it); try again shortly", "NotReady")
             await asyncio.sleep(POLL_S)
 
-    async def synth(self, label: str, name: str | None, language: str | None, words: bool, paced: bool) -> Synth:
+    async def synth(self, label: str, name: str | None, language: str | None, words: bool, paced: bool,
+                    entry: VoiceEntry | None = None) -> Synth:
         """The way to the engine for one response, once the model is loaded (waiting for it,
         bounded) and the voice resolved; raises SpeechError or the voice's ValueError. Every
         protocol's responses come through here, so they join the same continuous batching.
         words: sentences start with their first words, as utterances that grow (word-level
         feeding). paced: the client plays the audio as it arrives (a streamed response), so
         the engine sends short chunks until it is ahead (engine/pacing.py), for a sentence
-        heard as soon as it has audio (Synth)."""
+        heard as soon as it has audio (Synth). entry: a voice that is not in the catalogue (the
+        voice lab's preview of an unsaved voice) instead of `name`."""
         service = await self.ready()
-        entry, lang = service.catalogue.resolve(name, language)
+        if entry is None:
+            entry, lang = service.catalogue.resolve(name, language)
+        else:
+            lang = service.catalogue.language(entry, language)
         log.info("%s: voice %s, language %s", label, entry.name, lang)
         engine, params = service.engine, service.params
 

@@ -161,15 +161,26 @@ class Catalogue:
                                      f"(voices: {', '.join(e.name for e in self.voices)})")
             self.default = self._by_name[default_voice.casefold()]
 
+    @property
+    def spec(self) -> VoiceSpec:
+        return self._spec
+
+    @property
+    def tags(self) -> tuple[str, ...]:
+        """BCP-47 tags of the model's languages."""
+        return self._tags(None)
+
     def resolve(self, name: str | None, language: str | None = None) -> tuple[VoiceEntry, str]:
         """(voice, model language) for a request: no name → the default voice; the language is
         the request's if given, else the voice's configured default, else "auto"."""
         entry = self.default if not name else self._by_name.get(name.casefold())
         if entry is None:
             raise VoiceNotFound(f"unknown voice {name!r} (voices: {', '.join(e.name for e in self.voices)})")
-        if language:
-            return entry, model_language(language, self._languages)
-        return entry, entry.default_language
+        return entry, self.language(entry, language)
+
+    def language(self, entry: VoiceEntry, language: str | None) -> str:
+        """The model language of a request in `entry`'s voice: the request's, else the voice's default."""
+        return model_language(language, self._languages) if language else entry.default_language
 
     def _tags(self, native: str | None) -> tuple[str, ...]:
         """BCP-47 tags of the model's languages, `native` first."""
