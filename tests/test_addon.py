@@ -489,10 +489,10 @@ def test_dockerfile_wiring() -> None:
     assert 'CMD ["/usr/local/bin/qwen3tts_addon.py", "health"]' in dockerfile
     assert RUN_SCRIPT.read_text().startswith("#!/opt/venv/bin/python3\n")
     # the install steps are the script both images share (docker/Dockerfile copies it from here)
+    container = (ADDON.parent / "docker/Dockerfile").read_text(encoding="utf-8")
     for step in ("runtime", "venv", "intel-drivers"):
-        assert re.search(rf"^\s*(RUN|&&) bash /usr/local/lib/qwen3tts/image-setup\.sh {step}\b", dockerfile, re.MULTILINE)
-        assert re.search(rf"^\s*(RUN|&&) bash /usr/local/lib/qwen3tts/image-setup\.sh {step}\b",
-                         (ADDON.parent / "docker/Dockerfile").read_text(encoding="utf-8"), re.MULTILINE)
+        run_step = rf"^\s*(RUN|&&) bash /usr/local/lib/qwen3tts/image-setup\.sh {step}\b"
+        assert re.search(run_step, dockerfile, re.MULTILINE) and re.search(run_step, container, re.MULTILINE)
     setup = SETUP_SCRIPT.read_text(encoding="utf-8")
     assert "python3 -m venv /opt/venv" in setup
     # every download is checked: one sha256 per URL
