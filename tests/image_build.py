@@ -30,6 +30,7 @@ from wyoming.client import AsyncClient
 from wyoming.info import Describe, Info
 
 from wyoming_qwen3tts import __version__
+from wyoming_qwen3tts.client import ClientError, Reply, synthesize
 
 REPO = Path(__file__).resolve().parents[1]
 CACHE = Path(os.environ.get("QWEN3TTS_IMAGE_CACHE") or Path.home() / ".cache/wyoming-qwen3tts/images")
@@ -242,3 +243,29 @@ def stop(proc: subprocess.Popen) -> None:
         os.killpg(proc.pid, signal.SIGKILL)  # anything left in its process group
     except ProcessLookupError:
         pass
+
+
+def wait_for_voices(proc: subprocess.Popen, uri: str, log: Path, start: float, bound_s: float = 900) -> Info:
+    """The info of the server in the container once it lists voices (it may be converting)."""
+    info = None
+    while info is None or not info.tts or not info.tts[0].voices:
+        assert proc.poll() is None, f"the container exited {proc.returncode}:\n{log.read_text()[-6000:]}"
+        assert time.monotonic() - start < bound_s, f"no voices after {bound_s:.0f} s:\n{log.read_text()[-6000:]}"
+        time.sleep(1)
+        info = wyoming_info(uri)
+    return info
+
+
+def speak_once_loaded(uri: str, text: str, voice: str, log: Path, start: float, bound_s: float = 900) -> Reply:
+    """A one-shot request, repeated while the server says NotReady (a request waits for the
+    model up to the server's loading_wait); the reply checked for a whole 24 kHz s16 stream."""
+    while True:
+        try:
+            reply = asyncio.run(synthesize(uri, text, voice=voice, timeout=300))
+            break
+        except ClientError as e:
+            assert e.code == "NotReady" and time.monotonic() - start < bound_s, f"{e}:\n{log.read_text()[-6000:]}"
+    assert reply.events[0] == "audio-start" and reply.events[-1] == "audio-stop"
+    assert reply.rate == 24000 and reply.width == 2 and reply.channels == 1
+    assert len(reply.audio) > 0 and len(reply.audio) % 2 == 0
+    return reply

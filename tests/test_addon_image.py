@@ -25,7 +25,6 @@ removed at the end unless QWEN3TTS_IMAGE_KEEP=1.
 """
 from __future__ import annotations
 
-import asyncio
 import json
 import socket
 import subprocess
@@ -45,15 +44,15 @@ from image_build import (
     link_wheels,
     requirements,
     source_archive,
+    speak_once_loaded,
     stop,
+    wait_for_voices,
     wheelhouse,
     working_container,
-    wyoming_info,
 )
 
 from qwen3tts_tools.synthetic.writer import write_checkpoint
 from wyoming_qwen3tts import __version__
-from wyoming_qwen3tts.client import ClientError, synthesize
 
 pytestmark = pytest.mark.e2e
 
@@ -130,26 +129,13 @@ def test_options_to_describe_to_audio(image: dict, container: str, tmp_path: Pat
     uri = f"tcp://127.0.0.1:{PORT}"
     try:
         start = time.monotonic()
-        info = None
-        while info is None or not info.tts or not info.tts[0].voices:
-            assert proc.poll() is None, f"the add-on exited {proc.returncode}:\n{log.read_text()[-6000:]}"
-            assert time.monotonic() - start < 900, f"no voices after 15 min:\n{log.read_text()[-6000:]}"
-            time.sleep(1)
-            info = wyoming_info(uri)
+        info = wait_for_voices(proc, uri, log, start)
         ready_s = time.monotonic() - start
         voices = [voice.name for voice in info.tts[0].voices]
         assert "narrator" in voices and "ryan" in voices, voices
         # the image's health check, run in the container as Docker would
         in_container(container, "/usr/local/bin/qwen3tts_addon.py", "health", timeout=60)
-        while True:  # the request waits for the model up to the server's loading_wait, then NotReady
-            try:
-                reply = asyncio.run(synthesize(uri, "Hello from the add-on image.", voice="narrator", timeout=300))
-                break
-            except ClientError as e:
-                assert e.code == "NotReady" and time.monotonic() - start < 900, f"{e}:\n{log.read_text()[-6000:]}"
-        assert reply.events[0] == "audio-start" and reply.events[-1] == "audio-stop"
-        assert reply.rate == 24000 and reply.width == 2 and reply.channels == 1
-        assert len(reply.audio) > 0 and len(reply.audio) % 2 == 0
+        reply = speak_once_loaded(uri, "Hello from the add-on image.", "narrator", log, start)
         print(f"\nadd-on in the image: voices after {ready_s:.0f} s ({len(voices)}), audio after "
               f"{time.monotonic() - start:.0f} s (the model converted and loaded): one-shot {reply.seconds:.2f} s "
               f"of audio in {reply.total_s:.2f} s")

@@ -11,7 +11,6 @@ Opt-in, never skipped when asked for (what it stands in for, and why: tests/imag
 """
 from __future__ import annotations
 
-import asyncio
 import os
 import socket
 import subprocess
@@ -32,15 +31,16 @@ from image_build import (
     in_container,
     link_wheels,
     requirements,
+    speak_once_loaded,
     stop,
+    wait_for_voices,
     wheelhouse,
     working_container,
-    wyoming_info,
 )
+from test_server import free_port
 
 from qwen3tts_tools.synthetic.writer import write_checkpoint
 from wyoming_qwen3tts import __version__
-from wyoming_qwen3tts.client import ClientError, synthesize
 
 pytestmark = pytest.mark.e2e
 
@@ -49,12 +49,6 @@ WYOMING_PORT = 10200  # fixed in the image; a chroot-isolated container shares t
 USER = "qwen3tts"
 UID = 10200
 TOKEN = "test-token-0123456789"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.fixture(scope="module")
@@ -119,7 +113,7 @@ def test_data_volume_to_describe_audio_and_http_health(image: dict, container: s
         if probe.connect_ex(("127.0.0.1", WYOMING_PORT)) == 0:
             pytest.fail(f"port {WYOMING_PORT} is taken on this machine; the container shares its network",
                         pytrace=False)
-    http_port = _free_port()
+    http_port = free_port()
     data = tmp_path / "data"
     write_checkpoint(data / "tiny", "tiny", "custom_voice")
     settings = {"model": {"source": "/data/tiny"}, "server": {"default_voice": "ryan"},
@@ -136,24 +130,11 @@ def test_data_volume_to_describe_audio_and_http_health(image: dict, container: s
     uri = f"tcp://127.0.0.1:{WYOMING_PORT}"
     try:
         start = time.monotonic()
-        info = None
-        while info is None or not info.tts or not info.tts[0].voices:
-            assert proc.poll() is None, f"the container exited {proc.returncode}:\n{log.read_text()[-6000:]}"
-            assert time.monotonic() - start < 900, f"no voices after 15 min:\n{log.read_text()[-6000:]}"
-            time.sleep(1)
-            info = wyoming_info(uri)
+        info = wait_for_voices(proc, uri, log, start)
         voices = [voice.name for voice in info.tts[0].voices]
         assert "narrator" in voices and "ryan" in voices, voices
         in_container(container, "/usr/local/bin/qwen3tts-container", "health", timeout=60)  # as Docker runs it
-        while True:  # the request waits for the model up to the server's loading_wait, then NotReady
-            try:
-                reply = asyncio.run(synthesize(uri, "Hello from the container.", voice="narrator", timeout=300))
-                break
-            except ClientError as e:
-                assert e.code == "NotReady" and time.monotonic() - start < 900, f"{e}:\n{log.read_text()[-6000:]}"
-        assert reply.events[0] == "audio-start" and reply.events[-1] == "audio-stop"
-        assert reply.rate == 24000 and reply.width == 2 and reply.channels == 1
-        assert len(reply.audio) > 0 and len(reply.audio) % 2 == 0
+        reply = speak_once_loaded(uri, "Hello from the container.", "narrator", log, start)
         # the model is loaded (it just spoke): the HTTP side says healthy
         assert _http_health(http_port, TOKEN) == 200
         print(f"\nthe container: audio after {time.monotonic() - start:.0f} s (converted and loaded): "
