@@ -35,7 +35,8 @@ ADDON = Path(__file__).resolve().parents[1] / "addon"
 RUN_SCRIPT = ADDON / "rootfs/usr/local/bin/qwen3tts_addon.py"
 SETUP_SCRIPT = ADDON / "image-setup.sh"  # the install steps of both images
 S6 = ADDON / "rootfs/etc/s6-overlay/s6-rc.d"
-SERVER = [sys.executable, "-m", "wyoming_qwen3tts", "--uri", "tcp://0.0.0.0:10200", "--data-dir", "/data"]
+SERVER = [sys.executable, "-m", "wyoming_qwen3tts", "--uri", "tcp://0.0.0.0:10200", "--data-dir", "/data",
+          "--http", "0.0.0.0:8099", "--http-ingress", "--ha-url", "http://supervisor/core"]
 
 
 def _load_run_script() -> ModuleType:
@@ -98,6 +99,11 @@ def test_manifest_has_the_required_keys_and_types(manifest: dict[str, Any]) -> N
     assert all(isinstance(pattern, str) for pattern in manifest["backup_exclude"])
     assert "image" not in manifest and "build_from" not in manifest  # built from addon/, its base an ARG default
     assert isinstance(manifest["options"], dict) and isinstance(manifest["schema"], dict)
+    # the voice lab in the sidebar, through ingress, and HA's API for the refresh after a change
+    assert manifest["ingress"] is True and manifest["ingress_port"] == addon.INGRESS_PORT == 8099
+    assert manifest["ingress_stream"] is True and manifest["homeassistant_api"] is True
+    assert manifest["panel_title"] == "Voices" and manifest["panel_icon"] == "mdi:account-voice"
+    assert "8099/tcp" not in manifest["ports"]  # never published: only the ingress proxy reaches it
 
 
 def test_versions_agree(manifest: dict[str, Any]) -> None:
@@ -169,6 +175,7 @@ VOICES = [
 # back as strings, hence the chunk sizes.
 EVERYTHING = {
     "model": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "weights": "fp16", "voice": "narrator", "voices": VOICES,
+    "asr": "tcp://core-whisper:10300",
     "device_talker": "GPU", "device_subcode": "GPU", "device_decoder": "NPU", "precision": "f16",
     "kv_precision": "f16", "first_chunk": "2", "steady_chunk": "24", "text_feeding": "sentence",
     "text_layout": "streaming", "backend": "openvino", "debug_logging": True,
@@ -204,6 +211,7 @@ def test_every_option_is_passed_to_a_real_flag(manifest: dict[str, Any], tmp_pat
     assert args.debug is True
     assert args.config == voices_path
     assert (args.uri, args.data_dir) == ("tcp://0.0.0.0:10200", "/data")
+    assert (args.http, args.http_ingress, args.ha_url) == ("0.0.0.0:8099", True, "http://supervisor/core")
 
 
 def test_the_server_accepts_the_command_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -250,7 +258,8 @@ def test_defaults_give_the_plain_command(manifest: dict[str, Any], tmp_path: Pat
 def test_devices_voices_and_debug(tmp_path: Path) -> None:
     argv, voices_path = _serve(tmp_path, EVERYTHING)
     assert argv == SERVER + ["--model", "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "--weights", "fp16",
-                             "--voice", "narrator", "--device-talker", "GPU", "--device-subcode", "GPU",
+                             "--voice", "narrator", "--asr", "tcp://core-whisper:10300", "--device-talker", "GPU",
+                             "--device-subcode", "GPU",
                              "--device-decoder", "NPU", "--precision", "f16", "--kv-precision", "f16",
                              "--first-chunk", "2", "--steady-chunk", "24", "--text-feeding", "sentence",
                              "--text-layout", "streaming", "--backend", "openvino", "--debug",

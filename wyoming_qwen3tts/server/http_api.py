@@ -7,6 +7,7 @@ the whole app lives below a per-add-on path prefix.
 """
 from __future__ import annotations
 
+import asyncio
 import hmac
 import logging
 import mimetypes
@@ -36,6 +37,9 @@ log = logging.getLogger(__name__)
 PAGE_DIR = Path(__file__).resolve().parent / "page"
 STATIC_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}")  # a file of page/static/: no path, no dot-file
 BODY_SLACK = 256 * 1024  # a form's fields besides its audio file
+UPLOADS = 4  # requests with a recording handled at once (each holds up to 20 MB); the others wait
+STOP_S = 2.0  # at shutdown, what open HTTP connections get (responses in flight were drained with Wyoming's)
+LINGER_S = 2.0  # the unread rest of a refused body is read this long, then the connection closed
 
 SLOT = web.AppKey("slot", ServiceSlot)
 LAB = web.AppKey("lab", VoiceLab)
@@ -105,7 +109,8 @@ def build_app(slot: ServiceSlot, settings: ServerSettings, lab: VoiceLab, asr: A
 async def start_http(app: web.Application, bind: str) -> HttpServer:
     """Listen at server.http's HOST:PORT (raises OSError for a port that is taken)."""
     host, port = http_address(bind)
-    runner = web.AppRunner(app, access_log=None, handle_signals=False)
+    runner = web.AppRunner(app, access_log=None, handle_signals=False, shutdown_timeout=STOP_S,
+                           lingering_time=LINGER_S)
     await runner.setup()
     await web.TCPSite(runner, host, port).start()
     log.info("HTTP (voice lab) on http://%s", bind)
@@ -147,6 +152,7 @@ class Routes:
     def __init__(self, slot: ServiceSlot, lab: VoiceLab, asr: AsrClient | None, page_dir: Path,
                  settings: ServerSettings) -> None:
         self.slot, self.lab, self.asr, self.page_dir, self.settings = slot, lab, asr, page_dir, settings
+        self.uploads = asyncio.Semaphore(UPLOADS)
 
     async def page(self, request: web.Request) -> web.StreamResponse:
         index = self.page_dir / "index.html"
@@ -180,8 +186,9 @@ class Routes:
         return web.json_response(self.lab.voices())
 
     async def save(self, request: web.Request) -> web.Response:
-        form = await read_voice_form(request, MAX_UPLOAD_BYTES)
-        return web.json_response(await self.lab.save(form), status=201)
+        async with self.uploads:
+            form = await read_voice_form(request, MAX_UPLOAD_BYTES)
+            return web.json_response(await self.lab.save(form), status=201)
 
     async def rename(self, request: web.Request) -> web.Response:
         return web.json_response(await self.lab.rename(request.match_info["name"], await read_json(request)))
@@ -191,11 +198,14 @@ class Routes:
         return web.Response(status=204)
 
     async def preview(self, request: web.Request) -> web.StreamResponse:
-        form = await read_voice_form(request, MAX_UPLOAD_BYTES)
-        if not form.text:
-            raise ApiError(422, "give the text to speak")
-        entry = await self.lab.preview(form)
-        return await stream_wav(request, form.text, None, form.language, entry=entry)
+        async with self.uploads:  # until the voice is made: the recording is dropped then
+            form = await read_voice_form(request, MAX_UPLOAD_BYTES)
+            if not form.text:
+                raise ApiError(422, "give the text to speak")
+            entry = await self.lab.preview(form)
+            text, language = form.text, form.language
+            del form
+        return await stream_wav(request, text, None, language, entry=entry)
 
     async def speak(self, request: web.Request) -> web.StreamResponse:
         data = await read_json(request)
@@ -209,10 +219,11 @@ class Routes:
     async def transcribe(self, request: web.Request) -> web.Response:
         if self.asr is None:
             raise ApiError(503, "no speech-to-text server is configured (server.asr, --asr)")
-        form = await read_voice_form(request, MAX_UPLOAD_BYTES)
-        if form.audio is None:
-            raise ApiError(422, "send the recording as the form's audio file")
-        clip = await self.lab.decode(form.audio)
+        async with self.uploads:
+            form = await read_voice_form(request, MAX_UPLOAD_BYTES)
+            if form.audio is None:
+                raise ApiError(422, "send the recording as the form's audio file")
+            clip = await self.lab.decode(form.audio)
         try:
             return web.json_response({"text": await self.asr.transcribe(clip, form.language or None)})
         except AsrError as e:

@@ -22,7 +22,7 @@ log = logging.getLogger(__name__)
 
 TOKEN_COOKIE = "qwen3tts_token"
 INGRESS_PEERS_ENV = "QWEN3TTS_INGRESS_PEERS"
-INGRESS_PROXY = "172.30.32.2"  # the Supervisor on the add-on network (docs/HTTP.md, "Ingress")
+INGRESS_PROXY = "172.30.32.2"  # the Supervisor on the add-on network (docs/HTTP.md, "Access")
 OPEN_TO_LOOPBACK = frozenset({"/api/health"})
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]

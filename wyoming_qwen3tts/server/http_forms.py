@@ -3,18 +3,24 @@ text fields and at most one audio file (docs/HTTP.md). Every part has a size lim
 while it is read, so an oversized upload is refused after MAX bytes, not after all of it."""
 from __future__ import annotations
 
+import asyncio
 import json
+from collections.abc import Awaitable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
+from urllib.parse import parse_qs
 
 from aiohttp import BodyPartReader, web
 
 from .api_error import ApiError
 
+T = TypeVar("T")
+
 MAX_JSON_BYTES = 64 * 1024  # a JSON body: names, a description, a sentence or a few of them
 MAX_FIELD_BYTES = 32 * 1024  # one text field of a form (max_text_chars is checked later, in characters)
 MAX_PARTS = 16  # parts of a form
 READ_CHUNK = 64 * 1024
+READ_TIMEOUT_S = 60.0  # the longest a client may send nothing while its body is read
 TEXT_FIELDS = ("name", "language", "description", "transcript", "text", "instruct", "voice")
 
 
@@ -58,6 +64,13 @@ async def read_json(request: web.Request) -> dict[str, Any]:
 
 async def read_voice_form(request: web.Request, max_audio_bytes: int) -> VoiceForm:
     """A multipart form (fields of VoiceForm, `audio` a file) or a JSON object."""
+    if request.content_type == "application/x-www-form-urlencoded":  # a form without a file
+        body = await _read_bounded(request.content, MAX_JSON_BYTES, "the form")
+        try:
+            fields = parse_qs(body.decode("utf-8"), max_num_fields=MAX_PARTS)
+        except (UnicodeDecodeError, ValueError) as e:
+            raise ApiError(400, f"bad form: {e}") from None
+        return VoiceForm.from_json({k: v[-1] for k, v in fields.items() if k in TEXT_FIELDS})
     if request.content_type != "multipart/form-data":
         if request.content_type not in ("application/json", ""):
             raise ApiError(415, f"send multipart/form-data or application/json, not {request.content_type}")
@@ -69,7 +82,7 @@ async def read_voice_form(request: web.Request, max_audio_bytes: int) -> VoiceFo
     form = VoiceForm()
     for _ in range(MAX_PARTS):
         try:
-            part = await reader.next()
+            part = await _timed(reader.next())
         except ValueError as e:
             raise ApiError(400, f"bad multipart form: {e}") from None
         if part is None:
@@ -93,13 +106,21 @@ async def read_voice_form(request: web.Request, max_audio_bytes: int) -> VoiceFo
 
 
 async def _read_bounded(source: Any, limit: int, what: str, message: str | None = None) -> bytes:
-    """At most `limit` bytes from a stream or a multipart part; 413 past it."""
+    """At most `limit` bytes from a stream or a multipart part; 413 past it, 408 for a client
+    that stops sending."""
     data = bytearray()
     while True:
-        chunk = await (source.read_chunk(READ_CHUNK) if isinstance(source, BodyPartReader)
-                       else source.read(READ_CHUNK))
+        chunk = await _timed(source.read_chunk(READ_CHUNK) if isinstance(source, BodyPartReader)
+                             else source.read(READ_CHUNK))
         if not chunk:
             return bytes(data)
         data += chunk
         if len(data) > limit:
             raise ApiError(413, message or f"{what} is over {limit // 1024} KB")
+
+
+async def _timed(read: Awaitable[T]) -> T:
+    try:
+        return await asyncio.wait_for(read, READ_TIMEOUT_S)
+    except asyncio.TimeoutError:
+        raise ApiError(408, f"the client sent nothing for {READ_TIMEOUT_S:.0f} s") from None

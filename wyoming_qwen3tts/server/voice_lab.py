@@ -140,7 +140,7 @@ class VoiceLab:
                 if not instruct:
                     raise ApiError(422, "describe the voice (instruct) to design it")
                 voice = await asyncio.to_thread(self.store.add, SavedVoice(
-                    name, description, language, instruct=instruct), None, len(self.saved))
+                    name, description, language, instruct=instruct), None, self._count())
             else:
                 raise ApiError(422, f"{service.catalogue.label} cannot make new voices: cloning needs a Base "
                                     f"model, designing a VoiceDesign model")
@@ -270,7 +270,7 @@ class VoiceLab:
 
     def _save_clone(self, service: Service, voice: SavedVoice, clip: Clip) -> SavedVoice:
         """Write the clone's folder and prepare it; a failure removes the folder again."""
-        voice = self.store.add(voice, clip.pcm, len(self.saved))
+        voice = self.store.add(voice, clip.pcm, self._count())
         config = voice.config()
         try:
             prompt = self._prepare(service, config)
@@ -283,6 +283,10 @@ class VoiceLab:
         assert config.ref_audio is not None
         self._prompts[config.ref_audio] = prompt
         return voice
+
+    def _count(self) -> int:
+        """Saved voices for the cap, counting the other saves under way."""
+        return len(self.saved) + len(self._reserved) - 1
 
     def _discard(self, voice: SavedVoice) -> None:
         if not voice.designed:

@@ -137,12 +137,12 @@ class VoiceStore:
         """Write a new voice (count: saved voices now, for the cap); atomic."""
         if count >= self.cap:
             raise ApiError(409, f"{self.cap} voices are saved already; delete one first")
-        self.root.mkdir(parents=True, exist_ok=True)
         token = secrets.token_hex(4)
         partial = self.root / f"{PARTIAL}{token}"
         final = self.root / f"{slug(voice.name)}-{token}"
         voice = replace(voice, created=time.time(), folder=final)
         try:
+            self.root.mkdir(parents=True, exist_ok=True)
             partial.mkdir()
             if clip is not None:
                 write_wav(partial / CLIP_FILE, clip, SAMPLE_RATE)

@@ -36,6 +36,8 @@ DATA_DIR = Path("/data")  # persistent: conversions and compiled-model caches (e
 SHARE_DIR = Path("/share/wyoming-qwen3tts")  # the user's clone references (relative ref_audio) and models
 VOICES_CONFIG = Path("/tmp/wyoming-qwen3tts/voices.yaml")  # regenerated at every start
 PORT = 10200
+INGRESS_PORT = 8099  # config.yaml's ingress_port: the voice lab, behind HA's ingress proxy
+HA_CORE_URL = "http://supervisor/core"  # Home Assistant's REST API for add-ons (homeassistant_api)
 MAX_EVENT_BYTES = 1024 * 1024  # the most read of an answer (the server bounds event data at 1 MiB)
 DISCOVERY_URL = "http://supervisor/discovery"
 
@@ -45,6 +47,7 @@ VALUE_FLAGS = {
     "model": "--model",
     "weights": "--weights",
     "voice": "--voice",
+    "asr": "--asr",
     "device_talker": "--device-talker",
     "device_subcode": "--device-subcode",
     "device_decoder": "--device-decoder",
@@ -83,12 +86,14 @@ def voices_config(voices: Sequence[Mapping[str, Any]], share_dir: Path = SHARE_D
 
 
 def server_command(options: Mapping[str, Any], voices_config_path: Path | None) -> list[str]:
-    """The server's argv: fixed listening address and data dir, one flag per set option, and
-    --config when the voices were written to `voices_config_path`."""
+    """The server's argv: fixed listening addresses (Wyoming, and the voice lab for ingress),
+    data dir and HA URL, one flag per set option, and --config when the voices were written
+    to `voices_config_path`."""
     known = set(VALUE_FLAGS) | set(SWITCH_FLAGS) | {VOICES_OPTION}
     for unknown in sorted(set(options) - known):
         log.warning("option %r is not used by this version of the add-on; remove it", unknown)
-    argv = [sys.executable, "-m", "wyoming_qwen3tts", "--uri", f"tcp://0.0.0.0:{PORT}", "--data-dir", str(DATA_DIR)]
+    argv = [sys.executable, "-m", "wyoming_qwen3tts", "--uri", f"tcp://0.0.0.0:{PORT}", "--data-dir", str(DATA_DIR),
+            "--http", f"0.0.0.0:{INGRESS_PORT}", "--http-ingress", "--ha-url", HA_CORE_URL]
     for option, flag in VALUE_FLAGS.items():
         value = options.get(option)
         if value not in (None, ""):  # "" from a cleared text field means "not set"
