@@ -24,6 +24,7 @@ from .api_error import ApiError
 from .http_auth import TOKEN_COOKIE, Handler, access_guard
 from .http_forms import read_json, read_voice_form
 from .http_speech import StreamFailed, pcm_stream, wav_stream_header
+from .openai_api import OpenAIRoutes, SlotBackend
 from .service import ServiceSlot
 from .speech import SpeechError
 from .text import TextTooLong
@@ -103,6 +104,7 @@ def build_app(slot: ServiceSlot, settings: ServerSettings, lab: VoiceLab, asr: A
     app.router.add_post("/api/preview", routes.preview)
     app.router.add_post("/api/speak", routes.speak)
     app.router.add_post("/api/transcribe", routes.transcribe)
+    OpenAIRoutes(SlotBackend(slot)).add_to(app)  # /v1/...: docs/OPENAI.md
     return app
 
 

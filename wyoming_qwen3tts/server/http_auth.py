@@ -53,6 +53,16 @@ def _loopback(host: str) -> bool:
     return host == "::1" or host.startswith("127.")
 
 
+def refusal(request: web.Request, status: int, message: str) -> web.Response:
+    """A refused request: {"error": message}, and under /v1/ (OpenAI's API, docs/OPENAI.md) in
+    OpenAI's error shape, which its clients read."""
+    body: dict = {"error": message}
+    if request.path.startswith("/v1/"):
+        code = "invalid_api_key" if status == 401 else "forbidden"
+        body = {"error": {"message": message, "type": "invalid_request_error", "param": None, "code": code}}
+    return web.json_response(body, status=status, headers={"WWW-Authenticate": "Bearer"} if status == 401 else None)
+
+
 def access_guard(token: str | None, ingress: bool) -> Middleware:
     """The middleware that refuses everyone these rules do not let in (403, or 401 for a
     missing or wrong token)."""
@@ -66,12 +76,11 @@ def access_guard(token: str | None, ingress: bool) -> Middleware:
         if token is None:
             if ingress:
                 log.warning("HTTP request from %s refused: only the ingress proxy is answered", peer or "?")
-                return web.json_response({"error": "only Home Assistant's ingress proxy may connect"}, status=403)
+                return refusal(request, 403, "only Home Assistant's ingress proxy may connect")
             return await handler(request)  # no token configured: loopback only (config.py checks the bind)
         given = presented_token(request)
         if given is None or not hmac.compare_digest(given.encode(), token.encode()):
-            return web.json_response({"error": "a valid token is required (Authorization: Bearer TOKEN)"},
-                                     status=401, headers={"WWW-Authenticate": "Bearer"})
+            return refusal(request, 401, "a valid token is required (Authorization: Bearer TOKEN)")
         return await handler(request)
 
     return guard

@@ -31,7 +31,13 @@ WAV_STREAM_HEADER_SIZE = 44
 
 
 class StreamFailed(Exception):
-    """The response failed after its audio had started (the HTTP status is already sent)."""
+    """The response failed once iterated: usually after its audio had started (the HTTP status
+    is already sent), else before its first audio (the engine's queue full). `code` is the
+    Wyoming error's (Busy, Timeout, SynthesisFailed, ...), which a route can map to a status."""
+
+    def __init__(self, text: str, code: str | None = None) -> None:
+        super().__init__(text)
+        self.code = code
 
 
 async def pcm_stream(slot: ServiceSlot, text: str, voice: str | None = None, language: str | None = None,
@@ -95,7 +101,8 @@ async def _audio(slot: ServiceSlot, synth: Synth, sentences: list[str], label: s
             if AudioChunk.is_type(event.type):
                 yield AudioChunk.from_event(event).audio
             elif Error.is_type(event.type):
-                raise StreamFailed(Error.from_event(event).text)
+                error = Error.from_event(event)
+                raise StreamFailed(error.text, error.code)
     finally:
         if getter is not None:
             getter.cancel()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from wyoming.info import Attribution, Info, TtsProgram, TtsVoice
@@ -77,6 +77,13 @@ class VoiceEntry:
     speaker: str | None = None  # preset speaker (CustomVoice)
     instruct: str | None = None  # voice description (VoiceDesign) or style (1.7B CustomVoice)
     clone: ClonePrompt | None = None  # voice clone (Base): from a reference recording
+
+    def styled(self, instructions: str | None) -> VoiceEntry:
+        """This voice with a request's instructions after its own instruct (OpenAI's
+        `instructions`): the voice stays itself, the request adds a style."""
+        if not instructions:
+            return self
+        return replace(self, instruct=f"{self.instruct} {instructions}" if self.instruct else instructions)
 
     def request(self, text: str, language: str) -> VoiceRequest:
         """What the engine is asked to say in this voice."""
@@ -247,6 +254,13 @@ class Catalogue:
         return VoiceEntry(name=voice.name, description=voice.description or voice.name,
                           languages=self._tags(native), default_language=default_language,
                           speaker=speaker.name if speaker else None, instruct=voice.instruct, clone=prompt)
+
+    @property
+    def takes_instructions(self) -> bool:
+        """Whether a request may add instructions (a style): 1.7B CustomVoice and VoiceDesign
+        models read an instruct; 0.6B CustomVoice ignores it, Base has none (docs/MODEL.md)."""
+        kind = self._spec.model_type
+        return kind == "voice_design" or (kind == "custom_voice" and self._spec.model_size != "0b6")
 
 
 def build_info(catalogue: Catalogue, version: str) -> Info:
