@@ -85,7 +85,7 @@ def servers(converted_factory, tmp_path: Path) -> Iterator[Servers]:
             with logs[name].open("w") as out:
                 procs[name] = subprocess.Popen(
                     [sys.executable, "-m", "wyoming_qwen3tts", "--model", str(model), "--config", str(config),
-                     "--uri", f"tcp://127.0.0.1:{ports[name]}", "--data-dir", str(tmp_path / "data"),
+                     "--uri", f"tcp://127.0.0.1:{ports[name]}", "--data-dir", str(tmp_path / f"data-{name}"),
                      "--http", f"127.0.0.1:{http_ports[name]}", "--http-token", TOKEN, "--threads", "1", "--greedy"],
                     stdout=out, stderr=subprocess.STDOUT)
         for name in SERVERS:  # listed voices and the model loaded: a request is answered at once
