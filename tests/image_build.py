@@ -178,13 +178,13 @@ def source_archive(dest: Path) -> Path:
 
 
 def build(image: str, context: Path, dockerfile: str, build_args: dict[str, str], record: str) -> Iterator[dict]:
-    """`buildah bud` (docker format, so HEALTHCHECK is kept; --layers, so the next build reuses
-    the unchanged steps); yields what was measured and writes it to CACHE/<record>; removes the
-    image afterwards unless QWEN3TTS_IMAGE_KEEP=1 (vfs stores every layer whole). A
-    module-scoped fixture's body."""
+    """`buildah bud` (docker format, so HEALTHCHECK is kept); yields what was measured and
+    writes it to CACHE/<record>; removes the image afterwards unless QWEN3TTS_IMAGE_KEEP=1 (vfs
+    stores every layer whole, so no intermediate layers are kept either). A module-scoped
+    fixture's body."""
     args = [arg for key, value in build_args.items() for arg in ("--build-arg", f"{key}={value}")]
     start = time.monotonic()
-    buildah("bud", "--isolation", "chroot", "--layers", "--format", "docker", "--file", dockerfile, "--tag", image,
+    buildah("bud", "--isolation", "chroot", "--format", "docker", "--file", dockerfile, "--tag", image,
             *args, ".", cwd=context)
     seconds = time.monotonic() - start
     inspect = json.loads(podman("image", "inspect", image).stdout)[0]
