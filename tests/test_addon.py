@@ -33,6 +33,7 @@ from wyoming_qwen3tts.server.models import conversion_dir
 
 ADDON = Path(__file__).resolve().parents[1] / "addon"
 RUN_SCRIPT = ADDON / "rootfs/usr/local/bin/qwen3tts_addon.py"
+SETUP_SCRIPT = ADDON / "image-setup.sh"  # the install steps of both images
 S6 = ADDON / "rootfs/etc/s6-overlay/s6-rc.d"
 SERVER = [sys.executable, "-m", "wyoming_qwen3tts", "--uri", "tcp://0.0.0.0:10200", "--data-dir", "/data",
           "--http", "0.0.0.0:8099", "--http-ingress", "--ha-url", "http://supervisor/core"]
@@ -504,10 +505,16 @@ def test_dockerfile_wiring() -> None:
     assert "COPY --from=venv /opt/venv /opt/venv" in dockerfile  # the compiler stays in the build stage
     assert 'CMD ["/usr/local/bin/qwen3tts_addon.py", "health"]' in dockerfile
     assert RUN_SCRIPT.read_text().startswith("#!/opt/venv/bin/python3\n")
-    assert "python3 -m venv /opt/venv" in dockerfile
+    # the install steps are the script both images share (docker/Dockerfile copies it from here)
+    container = (ADDON.parent / "docker/Dockerfile").read_text(encoding="utf-8")
+    for step in ("runtime", "venv", "intel-drivers"):
+        run_step = rf"^\s*(RUN|&&) bash /usr/local/lib/qwen3tts/image-setup\.sh {step}\b"
+        assert re.search(run_step, dockerfile, re.MULTILINE) and re.search(run_step, container, re.MULTILINE)
+    setup = SETUP_SCRIPT.read_text(encoding="utf-8")
+    assert "python3 -m venv /opt/venv" in setup
     # every download is checked: one sha256 per URL
-    urls = re.findall(r"^\s+https://github\.com/\S+/(\S+?)(?: \\)?$", dockerfile, re.MULTILINE)
-    checked = dict(re.findall(r"^\s+([0-9a-f]{64}) (\S+)", dockerfile, re.MULTILINE))
+    urls = re.findall(r"^\s+https://github\.com/\S+/(\S+?)(?: \\)?$", setup, re.MULTILINE)
+    checked = dict(re.findall(r"^\s+([0-9a-f]{64}) (\S+)", setup, re.MULTILINE))
     assert urls and sorted(urls) == sorted(checked.values())
     # Intel's drivers come from GitHub: on by default, skippable for a build without it
     assert re.search(r"^ARG INTEL_DRIVERS=true$", dockerfile, re.MULTILINE)
@@ -530,7 +537,7 @@ def test_the_addon_folder_is_the_whole_build_context() -> None:
     version in the repository that repository.yaml names."""
     dockerfile = (ADDON / "Dockerfile").read_text(encoding="utf-8")
     sources = _dockerfile_sources(dockerfile)
-    assert sources == ["wheels/", "rootfs"]
+    assert sources == ["image-setup.sh", "wheels/", "rootfs"]
     for source in sources:
         path = (ADDON / source).resolve()
         assert path.is_relative_to(ADDON) and path.exists(), source

@@ -33,6 +33,19 @@ def describe(uri: str) -> Info | None:
         return None
 
 
+async def refused_soon(port: int, within_s: float = 2.0) -> None:
+    """The port refuses connections within `within_s`."""
+    deadline = time.monotonic() + within_s
+    while True:
+        try:
+            _, writer = await asyncio.open_connection("127.0.0.1", port)
+        except ConnectionRefusedError:
+            return
+        writer.close()
+        assert time.monotonic() < deadline, f"port {port} still accepts connections {within_s} s after SIGTERM"
+        await asyncio.sleep(0.02)
+
+
 def test_the_server_process_serves_and_stops(converted_factory, tmp_path):
     port = free_port()
     uri = f"tcp://127.0.0.1:{port}"
@@ -62,6 +75,7 @@ def test_the_server_process_serves_and_stops(converted_factory, tmp_path):
                 while (await client.read_event()).type != "audio-chunk":
                     pass
                 proc.send_signal(signal.SIGTERM)
+                await refused_soon(port)  # new connections go elsewhere (docs/HAPROXY.md) while this one drains
                 events = []
                 while (event := await client.read_event()) is not None:  # the server ends the connection
                     events.append(event.type)

@@ -246,8 +246,8 @@ def test_openai_lists_every_model_and_the_voice_picks_the_one_that_speaks(conver
     voices = json.loads(call("GET", f"{server.url}/v1/audio/voices")[1])["voices"]
     assert {v["id"]: v["model"] for v in voices}["grandma"] == ids[1]
     for model, voice in (("tts-1", "ryan"), (ids[1], "grandma")):
-        status, audio, _ = call("POST", f"{server.url}/v1/audio/speech",
-                                json={"model": model, "input": "Good morning.", "voice": voice, "response_format": "pcm"})
+        request = {"model": model, "input": "Good morning.", "voice": voice, "response_format": "pcm"}
+        status, audio, _ = call("POST", f"{server.url}/v1/audio/speech", json=request)
         assert status == 200 and len(audio) == FRAMES * 1920 * 2, (model, voice, audio[:200])
     status, body, _ = call("POST", f"{server.url}/v1/audio/speech",
                            json={"model": ids[1], "input": "Hello.", "voice": "ryan", "response_format": "pcm"})

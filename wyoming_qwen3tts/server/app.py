@@ -230,10 +230,23 @@ def ha_refresher(settings: ServerSettings) -> HaRefresher | None:
     return HaRefresher(settings.ha_url, token)
 
 
+def stop_listening(server: AsyncServer) -> None:
+    """Close the listening socket, keeping the open connections. The wyoming library's stop()
+    does both, and only after telling every handler to stop; its TCP and Unix servers keep the
+    asyncio server as `_server`."""
+    listener = getattr(server, "_server", None)
+    if isinstance(listener, asyncio.AbstractServer):
+        listener.close()
+
+
 async def shutdown(server: AsyncServer, slot: ServiceSlot, why: str, models: ModelSet | None = None,
                    http: HttpServer | None = None) -> None:
-    """Refuse new requests, give those in flight SHUTDOWN_GRACE_S to finish, cancel the rest
-    (each still ends with an error and its end marker), close the connections and the engines."""
+    """Stop listening, refuse new requests on open connections, give those in flight
+    SHUTDOWN_GRACE_S to finish, cancel the rest (each still ends with an error and its end
+    marker), close the connections and the engines. Refusing new connections at once lets a
+    load balancer send them elsewhere (docs/HAPROXY.md) instead of to a server that only says
+    ShuttingDown."""
+    stop_listening(server)
     slot.stopping = True
     in_flight = slot.in_flight()
     if in_flight:
