@@ -38,10 +38,10 @@ CLONE = "grandma"
 REF_TEXT = "This is the reference recording of the voice, about five seconds of it."
 
 
-def _server(label: str, models: list[Path], port: int, config: Path | None, args: argparse.Namespace) -> ServerChild:
+def _server(label: str, models: list[Path], port: int, config: Path, args: argparse.Namespace) -> ServerChild:
     cmd = [sys.executable, "-m", "wyoming_qwen3tts", *[a for m in models for a in ("--model", str(m))],
            "--uri", f"tcp://127.0.0.1:{port}", "--threads", str(args.threads), "--data-dir",
-           str(args.work_dir / "together-data"), *(["--config", str(config)] if config else [])]
+           str(args.work_dir / "together-data"), "--config", str(config)]
     return ServerChild("wyoming-qwen3tts", cmd, port, args.work_dir / f"together-{label}.log")
 
 
@@ -50,10 +50,14 @@ def run(args: argparse.Namespace) -> Path:
     work.mkdir(parents=True, exist_ok=True)
     bench_python = ensure_venv(work / "bench-venv", BENCH_PACKAGES)
     recording = write_float_wav(work / "together-clone.wav", speech_like(5 * 24000, 7))
-    config = work / "together-voices.yaml"
-    config.write_text(json.dumps({"voices": [{"name": CLONE, "ref_audio": str(recording), "ref_text": REF_TEXT}]}))
+    config = work / "together-voices.yaml"  # a synthetic model never ends a sentence: cap its frames
+    engine = {"max_frames": args.max_frames}
+    config.write_text(json.dumps({"engine": engine, "voices": [{"name": CLONE, "ref_audio": str(recording),
+                                                                "ref_text": REF_TEXT}]}))
+    alone = work / "together-engine.yaml"
+    alone.write_text(json.dumps({"engine": engine}))
     ports = {"custom": free_port(), "base": free_port(), "both": free_port()}
-    servers = [_server("custom", [args.custom], ports["custom"], None, args),
+    servers = [_server("custom", [args.custom], ports["custom"], alone, args),
                _server("base", [args.base], ports["base"], config, args),
                _server("both", [args.custom, args.base], ports["both"], config, args)]
     texts = list(TEXTS.values())
@@ -77,7 +81,8 @@ def run(args: argparse.Namespace) -> Path:
     path = args.output / "together-ha.md"
     path.write_text(f"# Several models in one server, through wyoming-bench\n\nServers: `{args.custom}` alone, "
                     f"`{args.base}` alone (voice {CLONE}, an in-context clone of a synthetic 5 s recording), "
-                    f"both in one server; --threads {args.threads}; {args.runs} timed runs per server, text and "
+                    f"both in one server; --threads {args.threads}, engine.max_frames {args.max_frames}; "
+                    f"{args.runs} timed runs per server, text and "
                     f"mode after {args.warmup} warm-up.\n\n" + "\n".join(tables))
     print(path.read_text())
     return path
@@ -92,6 +97,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--runs", type=int, default=5)
     p.add_argument("--warmup", type=int, default=1)
     p.add_argument("--threads", type=int, default=2)
+    p.add_argument("--max-frames", type=int, default=60,
+                   help="frames per request at most (a synthetic model never ends a sentence itself)")
     p.add_argument("--bench-timeout", type=float, default=3600.0)
     p.add_argument("-o", "--output", type=Path, default=Path("."))
     return p.parse_args(argv)
