@@ -29,6 +29,7 @@ import json
 import socket
 import subprocess
 import time
+import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -51,6 +52,7 @@ from image_build import (
     working_container,
 )
 
+from qwen3tts_tools.synthetic.recording import speech_like, write_float_wav
 from qwen3tts_tools.synthetic.writer import write_checkpoint
 from wyoming_qwen3tts import __version__
 
@@ -60,6 +62,7 @@ REPO = Path(__file__).resolve().parents[1]
 ADDON = REPO / "addon"
 IMAGE = "localhost/qwen3tts-test/addon:latest"
 PORT = 10200  # fixed in the add-on; a chroot-isolated container shares the host's network
+INGRESS_PORT = 8099  # the voice lab, behind HA's ingress proxy
 
 
 @pytest.fixture(scope="module")
@@ -108,21 +111,29 @@ def test_image_labels_and_contents(image: dict, container: str) -> None:
 
 
 def test_options_to_describe_to_audio(image: dict, container: str, tmp_path: Path) -> None:
-    """/data/options.json -> the launcher -> the server converts the checkpoint in /share
-    (standing in for the download), `describe` lists the voices, a one-shot request speaks."""
-    with socket.socket() as probe:
-        if probe.connect_ex(("127.0.0.1", PORT)) == 0:
-            pytest.fail(f"port {PORT} is taken on this machine; the container shares its network", pytrace=False)
+    """/data/options.json -> the launcher -> the server converts the checkpoints in /share
+    (standing in for the download): the preset voices of a CustomVoice model and a clone of
+    a Base model, one list on `describe`, one decoder; a one-shot request speaks in each; the
+    voice lab answers on the ingress port (its proxy peer named loopback here)."""
+    for port in (PORT, INGRESS_PORT):
+        with socket.socket() as probe:
+            if probe.connect_ex(("127.0.0.1", port)) == 0:
+                pytest.fail(f"port {port} is taken on this machine; the container shares its network", pytrace=False)
     data, share = tmp_path / "data", tmp_path / "share"
     data.mkdir()
     write_checkpoint(share / "tiny", "tiny", "custom_voice")
+    write_checkpoint(share / "tiny-base", "tiny", "base")
+    write_float_wav(share / "grandma.wav", speech_like(3 * 24000, 2))
     manifest = yaml.safe_load((ADDON / "config.yaml").read_text(encoding="utf-8"))
-    options = {**manifest["options"], "model": "/share/wyoming-qwen3tts/tiny", "voice": "narrator",
-               "voices": [{"name": "narrator", "description": "Narrator", "speaker": "ryan", "language": "en"}]}
+    options = {**manifest["options"], "voice": "narrator",
+               "models": [{"source": "/share/wyoming-qwen3tts/tiny"}, {"source": "/share/wyoming-qwen3tts/tiny-base"}],
+               "voices": [{"name": "narrator", "description": "Narrator", "speaker": "ryan", "language": "en"},
+                          {"name": "grandma", "ref_audio": "grandma.wav", "ref_text": "Hello, this is grandma."}]}
     (data / "options.json").write_text(json.dumps(options), encoding="utf-8")
     log = tmp_path / "addon.log"
     with log.open("w") as out:
-        proc = subprocess.Popen(["buildah", *STORAGE, "run", "--isolation", "chroot",
+        proc = subprocess.Popen(["buildah", *STORAGE, "run", "--isolation", "chroot", "--env",
+                                 "QWEN3TTS_INGRESS_PEERS=127.0.0.1",
                                  "--volume", f"{data}:/data", "--volume", f"{share}:/share/wyoming-qwen3tts:ro",
                                  container, "--", "/usr/local/bin/qwen3tts_addon.py", "serve"],
                                 stdout=out, stderr=subprocess.STDOUT, start_new_session=True)
@@ -132,16 +143,25 @@ def test_options_to_describe_to_audio(image: dict, container: str, tmp_path: Pat
         info = wait_for_voices(proc, uri, log, start)
         ready_s = time.monotonic() - start
         voices = [voice.name for voice in info.tts[0].voices]
-        assert "narrator" in voices and "ryan" in voices, voices
+        assert "narrator" in voices and "ryan" in voices and voices[-1] == "grandma", voices
         # the image's health check, run in the container as Docker would
         in_container(container, "/usr/local/bin/qwen3tts_addon.py", "health", timeout=60)
         reply = speak_once_loaded(uri, "Hello from the add-on image.", "narrator", log, start)
+        assert speak_once_loaded(uri, "Hello from grandma.", "grandma", log, start).seconds > 0
+        lab = f"http://127.0.0.1:{INGRESS_PORT}"
+        with urllib.request.urlopen(f"{lab}/", timeout=30) as page:
+            assert page.status == 200 and b"<html" in page.read().lower()
+        with urllib.request.urlopen(f"{lab}/api/voices", timeout=30) as listed:
+            kinds = {v["name"]: v["kind"] for v in json.loads(listed.read())}
+        assert kinds["ryan"] == "preset" and kinds["grandma"] == "config", kinds
         print(f"\nadd-on in the image: voices after {ready_s:.0f} s ({len(voices)}), audio after "
               f"{time.monotonic() - start:.0f} s (the model converted and loaded): one-shot {reply.seconds:.2f} s "
               f"of audio in {reply.total_s:.2f} s")
     finally:
         stop(proc)
     text = log.read_text()
-    assert "starting: " in text and "--config /tmp/wyoming-qwen3tts/voices.yaml" in text, text[-3000:]
+    assert "starting: " in text and "--config /tmp/wyoming-qwen3tts/config.yaml" in text, text[-3000:]
+    assert "--http 0.0.0.0:8099 --http-ingress" in text, text[-3000:]
+    assert "decoder of" in text and "is shared (the same files)" in text, text[-3000:]  # compiled once
     assert "Traceback" not in text, text[-6000:]
     assert any((data / "converted").iterdir()), "the conversion was not written to /data"
