@@ -16,7 +16,7 @@ import aiohttp
 from lab_server import REF_TEXT, encode, free_port, recording, voice_names
 from signals import speech_like, write_float_wav
 from test_ha_refresh import FakeHa
-from test_server_cli import describe
+from test_server_cli import first_info
 
 from wyoming_qwen3tts.client import synthesize
 
@@ -100,11 +100,7 @@ def test_the_http_side_in_the_server_process(converted_factory, tmp_path):
                              "--greedy", "--data-dir", str(data)], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             text=True)
     try:
-        deadline = time.monotonic() + 120
-        while (info := describe(uri)) is None:
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "the server did not come up"
-            time.sleep(0.1)
+        info = first_info(proc, uri)
         assert [v.name for v in info.tts[0].voices] == ["anna", "Zoe"]  # before the model has loaded
         saved = json.loads(next((data / "voices").glob("zoe-*/voice.json")).read_text())
         assert saved["name"] == "Zoe"

@@ -33,6 +33,16 @@ def describe(uri: str) -> Info | None:
         return None
 
 
+def first_info(proc: subprocess.Popen, uri: str, bound_s: float = 120.0) -> Info:
+    """The server process's first answer to describe (it listens, and knows its voices)."""
+    deadline = time.monotonic() + bound_s
+    while (info := describe(uri)) is None:
+        assert proc.poll() is None, proc.stdout.read() if proc.stdout else proc.returncode
+        assert time.monotonic() < deadline, "the server did not come up"
+        time.sleep(0.1)
+    return info
+
+
 async def refused_soon(port: int, within_s: float = 2.0) -> None:
     """The port refuses connections within `within_s`."""
     deadline = time.monotonic() + within_s
@@ -59,11 +69,7 @@ def test_the_server_process_serves_and_stops(converted_factory, tmp_path):
                              str(config), "--greedy", "--data-dir", str(tmp_path / "data")],
                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     try:
-        deadline = time.monotonic() + 120
-        while (info := describe(uri)) is None:  # the first info already lists every voice
-            assert proc.poll() is None, proc.stdout.read()
-            assert time.monotonic() < deadline, "the server did not come up"
-            time.sleep(0.1)
+        info = first_info(proc, uri)  # the first info already lists every voice
         (program,) = info.tts
         assert len(program.voices) == 9 and program.description.endswith("on OpenVINO")
         # sent at once, probably while the model compiles: it waits for it (server.loading_wait)
