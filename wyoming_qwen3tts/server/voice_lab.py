@@ -28,7 +28,7 @@ from ..config import ServerConfig, VoiceConfig
 from .api_error import ApiError
 from .directory import Directory, ModelPlan
 from .http_forms import VoiceForm
-from .loading import catalogue_of, prepare_clone
+from .loading import catalogue_of, prepare_clone, preview_directory
 from .service import Service, ServiceSlot, Unsaved
 from .upload import Clip, decode_upload
 from .voice_store import (
@@ -75,8 +75,7 @@ class VoiceLab:
             if self._model_of(voice) is None:
                 log.warning("saved voice %r is not served: no %s model is served", voice.name,
                             "VoiceDesign" if voice.designed else "Base")
-        return Directory({p.index: self._catalogue(p.index, None, preview=True) for p in plans},
-                         self.config.server.default_voice)
+        return preview_directory(self.config, [self._with_saved(p.index) for p in plans])
 
     def attach(self, service: Service) -> Service:
         """The loaded service with the saved voices in its catalogue (their recordings through
@@ -231,10 +230,14 @@ class VoiceLab:
     def _catalogue(self, index: int, clone: Callable[[VoiceConfig], ClonePrompt] | None,
                    saved: list[SavedVoice] | None = None, preview: bool = False) -> Catalogue:
         """Model `index`'s voices: its planned ones, then the saved ones it serves."""
+        return catalogue_of(self._with_saved(index, saved), self.config, len(self.plans) > 1, clone,
+                            preview=preview)
+
+    def _with_saved(self, index: int, saved: list[SavedVoice] | None = None) -> ModelPlan:
+        """Model `index`'s plan with the saved voices it serves after its configured ones."""
         plan = self.plans[index]
         mine = tuple(v.config() for v in (self.saved if saved is None else saved) if self._model_of(v) == index)
-        return catalogue_of(dataclasses.replace(plan, voices=plan.voices + mine), self.config, len(self.plans) > 1,
-                            clone, preview=preview)
+        return dataclasses.replace(plan, voices=plan.voices + mine)
 
     def _publish(self, saved: list[SavedVoice], index: int, undo: Callable[[], None] | None = None) -> None:
         """Serve `saved` from now on (a new catalogue for model `index`, the one loaded now:
