@@ -6,7 +6,9 @@ the /data volume and the environment, so `docker run IMAGE [server flags...]` ne
                     settings of /data/config.yaml when it exists, the HTTP side on
                     $QWEN3TTS_HTTP (default 0.0.0.0:8000, "off" for none) with the bearer token
                     $QWEN3TTS_HTTP_TOKEN, which is required: that port is reachable from outside
-                    the container. FLAGS go last, so they override all of this.
+                    the container. The server reads the token from its environment itself, so it
+                    never shows in the host's process list. FLAGS go last, so they override all
+                    of this.
   health            exit 0 when the server answers a Wyoming `describe` (the HEALTHCHECK). It
                     does from seconds after the start, also while the first start downloads and
                     converts the model; /api/health would say 503 for all that time.
@@ -47,11 +49,10 @@ def server_command(env: Mapping[str, str], flags: Sequence[str], config_file: Pa
         argv += ["--config", str(config_file)]
     http = env.get(HTTP_ENV, HTTP_DEFAULT).strip()
     if http.lower() not in HTTP_OFF:
-        token = env.get(TOKEN_ENV, "").strip()
-        if not token:
+        if not env.get(TOKEN_ENV, "").strip():
             raise SetupError(f"{TOKEN_ENV} is not set: the HTTP side ({http}) is reachable from outside the "
                              f"container, so it needs a bearer token (or set {HTTP_ENV}=off for Wyoming only)")
-        argv += ["--http", http, "--http-token", token]
+        argv += ["--http", http]  # the token stays in the environment the server inherits
     return argv + list(flags)
 
 
@@ -62,7 +63,7 @@ def serve(flags: Sequence[str], env: Mapping[str, str] = os.environ,
     asks = [flag for flag in flags if flag in INFO_FLAGS]
     argv = [sys.executable, "-m", "wyoming_qwen3tts", *asks] if asks else server_command(env, flags)
     shown = ["***" if i > 0 and argv[i - 1] == "--http-token" else arg for i, arg in enumerate(argv)]
-    log.info("starting: %s", " ".join(shown))
+    log.info("starting: %s", " ".join(shown))  # a user's own --http-token flag is still hidden
     exec_(argv[0], argv)
 
 

@@ -32,8 +32,8 @@ SERVER = [sys.executable, "-m", "wyoming_qwen3tts", "--uri", "tcp://0.0.0.0:1020
 def test_defaults_and_flags_last(tmp_path: Path) -> None:
     env = {"QWEN3TTS_HTTP_TOKEN": "secret"}
     argv = entry.server_command(env, ["--device-decoder", "GPU"], config_file=tmp_path / "none.yaml")
-    assert argv == [*SERVER, "--http", "0.0.0.0:8000", "--http-token", "secret", "--device-decoder", "GPU"]
-    config = config_from_args(parse_args(argv[3:]))  # the server takes every flag the entrypoint writes
+    assert argv == [*SERVER, "--http", "0.0.0.0:8000", "--device-decoder", "GPU"]  # no token on the command line
+    config = config_from_args(parse_args(argv[3:]), env)  # the server takes every flag, and the token from env
     assert (config.server.http, config.server.http_token) == ("0.0.0.0:8000", "secret")
     assert config.model.data_dir == "/data" and config.devices.decoder == "GPU"
 
@@ -66,8 +66,16 @@ def test_serve_execs_the_server_and_hides_the_token(tmp_path: Path, caplog: pyte
     entry.serve(["--debug"], env={"QWEN3TTS_HTTP_TOKEN": "secret", "QWEN3TTS_HTTP": "0.0.0.0:8123"},
                 exec_=lambda path, argv: calls.append((path, argv)))
     [(path, argv)] = calls
-    assert path == sys.executable and argv[-5:] == ["--http", "0.0.0.0:8123", "--http-token", "secret", "--debug"]
-    assert "secret" not in caplog.text and "--http-token ***" in caplog.text
+    assert path == sys.executable and argv[-3:] == ["--http", "0.0.0.0:8123", "--debug"]
+    assert "secret" not in " ".join(argv) and "secret" not in caplog.text
+
+
+def test_a_users_own_token_flag_is_hidden_in_the_log(tmp_path: Path, caplog: pytest.LogCaptureFixture,
+                                                     monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(entry, "CONFIG_FILE", tmp_path / "none.yaml")
+    caplog.set_level("INFO")
+    entry.serve(["--http-token", "other"], env={"QWEN3TTS_HTTP_TOKEN": "secret"}, exec_=lambda path, argv: None)
+    assert "other" not in caplog.text and "--http-token ***" in caplog.text
 
 
 def test_help_and_version_need_no_token() -> None:

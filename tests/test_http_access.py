@@ -128,6 +128,10 @@ def test_http_settings_and_flags():
     assert config.server.http_ingress and config.server.http_token is None
     config = config_from_args(parse_args(["--http", "[::]:8099", "--http-token", "t"]))
     assert config.server.http_token == "t"
+    env = {"QWEN3TTS_HTTP_TOKEN": " from-env "}  # the token from the environment, below the flag
+    assert config_from_args(parse_args(["--http", "[::]:8099"]), env).server.http_token == "from-env"
+    assert config_from_args(parse_args(["--http", "[::]:8099", "--http-token", "t"]), env).server.http_token == "t"
+    assert config_from_args(parse_args(["--http", "127.0.0.1:8099"]), {}).server.http_token is None
     for flags, message in [({"http": "0.0.0.0:8099"}, "set server.http_token"),
                            ({"http": "8099"}, "not HOST:PORT"), ({"http": "localhost:0"}, "not HOST:PORT"),
                            ({"asr": "core-whisper:10300"}, "not tcp://HOST:PORT"),

@@ -5,11 +5,12 @@ import argparse
 import asyncio
 import contextlib
 import logging
+import os
 import signal
 import sys
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,6 +51,7 @@ __all__ = ["build_service", "main", "serve"]
 
 log = logging.getLogger("wyoming-qwen3tts")
 T = TypeVar("T")
+HTTP_TOKEN_ENV = "QWEN3TTS_HTTP_TOKEN"  # server.http_token from the environment (docs/HTTP.md)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -93,7 +95,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--holdback", type=float, help="streamed requests: most seconds a sentence's audio start is "
                         "held against running dry (default 0.5; one-shot requests are never held)")
     parser.add_argument("--http", help="HOST:PORT of the voice lab page and its API (docs/HTTP.md; default off)")
-    parser.add_argument("--http-token", help="token the HTTP side requires (needed off loopback)")
+    parser.add_argument("--http-token", help="token the HTTP side requires (needed off loopback; env "
+                        f"{HTTP_TOKEN_ENV} keeps it out of the process list)")
     parser.add_argument("--http-ingress", action="store_true", default=None,
                         help="answer HTTP only from Home Assistant's ingress proxy (the add-on)")
     parser.add_argument("--asr", help="tcp://HOST:PORT of a Wyoming speech-to-text server for transcripts")
@@ -296,10 +299,14 @@ async def announce(uri: str, name: str) -> None:
 ARG_NAMES = {f"{graph}_device": f"device_{graph}" for graph in GRAPHS}  # override -> argparse name, where they differ
 
 
-def config_from_args(args: argparse.Namespace) -> ServerConfig:
-    """config.yaml (or the defaults) with every flag that was given applied."""
-    return apply_overrides(load_config(args.config),
-                           **{flag: getattr(args, ARG_NAMES.get(flag, flag)) for flag in OVERRIDES})
+def config_from_args(args: argparse.Namespace, env: Mapping[str, str] = os.environ) -> ServerConfig:
+    """config.yaml (or the defaults) with every flag that was given applied. The HTTP token may
+    also come from the environment (below the flag, above config.yaml): a command line is
+    visible to every user of the host, an environment only to the process's owner."""
+    flags = {flag: getattr(args, ARG_NAMES.get(flag, flag)) for flag in OVERRIDES}
+    if flags["http_token"] is None and env.get(HTTP_TOKEN_ENV, "").strip():
+        flags["http_token"] = env[HTTP_TOKEN_ENV].strip()
+    return apply_overrides(load_config(args.config), **flags)
 
 
 def main(argv: list[str] | None = None) -> int:
