@@ -6,13 +6,17 @@ input gets a clear 4xx and saves nothing; where only a 0.6B CustomVoice model is
 styles are refused (409) and a saved styled voice is not served."""
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
 from lab_server import FRAME_BYTES, MAX_FRAMES, LabServer, encode, lab_config, recording, voice_names
 from test_http_api import SENTENCE, WAV_HEADER, call, folders, form, speaks_over_wyoming, voices_dir
 
-from wyoming_qwen3tts.config import VoiceConfig
+from wyoming_qwen3tts.config import ModelEntry, VoiceConfig
+from wyoming_qwen3tts.server.loading import plan
+from wyoming_qwen3tts.server.service import ServiceSlot
+from wyoming_qwen3tts.server.voice_lab import VoiceLab
 
 STYLE = "Whisper it, slowly and warmly."
 
@@ -181,3 +185,26 @@ def test_styled_voices_at_start_and_on_a_0_6b_model(converted_factory, tmp_path)
         assert folders(small) == before and speaks_over_wyoming(small, "ryan") and small.kv_idle()
     finally:
         small.close()
+
+
+def test_with_both_sizes_styles_go_to_the_1_7b_model(converted_factory, tmp_path):
+    """0.6B and 1.7B CustomVoice served together, both with Ryan: a configured voice with a
+    style belongs to the 1.7B model alone (not "two models could serve it"), and the lab styles
+    the 1.7B model's speakers, served there as ryan-1.7b."""
+    small = converted_factory("tiny", "custom_voice", "int8")
+    large = converted_factory("tiny-1.7b", "custom_voice", "int8")
+    styled, plain = VoiceConfig("calm", speaker="ryan", instruct="Calm."), VoiceConfig("bob", speaker="ryan", model=0)
+    config = dataclasses.replace(lab_config(small, tmp_path / "data", (styled, plain)),
+                                 models=(ModelEntry(str(small)), ModelEntry(str(large))))
+    config.validate()
+    plans = plan(config)
+    assert [p.voices for p in plans] == [(plain,), (styled,)] and plans[1].renames["ryan"] == "ryan-1.7b"
+    slot = ServiceSlot(settings=config.server)
+    lab = VoiceLab(slot, config)
+    directory = lab.prepare(plans)
+    assert directory is not None
+    slot.publish(directory)
+    assert slot.resolve("calm")[0] == 1
+    info = lab.abilities()
+    ryan = next(s for s in info["speakers"] if s["speaker"] == "ryan")
+    assert info["can_style"] and "1.7B CustomVoice" in ryan["description"]
