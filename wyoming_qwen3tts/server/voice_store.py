@@ -88,10 +88,6 @@ class SavedVoice:
             return "styled"
         return "designed" if self.instruct is not None else "clone"
 
-    @property
-    def designed(self) -> bool:
-        return self.kind == "designed"
-
     def config(self) -> VoiceConfig:
         """The voice as the catalogue takes it."""
         if self.kind != "clone":
