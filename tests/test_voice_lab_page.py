@@ -461,17 +461,22 @@ def test_design_a_voice_from_words_behind_a_token(browser, design_lab):
         context.close()
 
 
-@pytest.mark.parametrize("can_clone, can_design", [(False, False), (True, True)])
-def test_what_the_page_offers_follows_what_the_server_can(browser, lab, can_clone, can_design):
+@pytest.mark.parametrize("can_clone, can_design, can_style", [(False, False, False), (True, True, False),
+                                                               (True, False, True)])
+def test_what_the_page_offers_follows_what_the_server_can(browser, lab, can_clone, can_design, can_style):
     """A 0.6B CustomVoice model makes no voices; a server with a Base and a VoiceDesign model makes
-    both kinds. The real server's /api/info, with those two abilities changed on the way."""
+    both kinds; one with a Base and a 1.7B CustomVoice model clones and styles. The real server's
+    /api/info, with those abilities changed on the way."""
     context = browser.new_context()
     page = context.new_page()
+    speakers = [{"speaker": "ryan", "description": "Ryan (English, dynamic male)"},
+                {"speaker": "uncle_fu", "description": "Uncle Fu (Chinese, seasoned male)"}]
 
     def info(route):
         body = route.fetch().json()
         assert body["can_style"] is False and body["speakers"] == []  # a Base model
-        route.fulfill(json={**body, "can_clone": can_clone, "can_design": can_design})
+        route.fulfill(json={**body, "can_clone": can_clone, "can_design": can_design, "can_style": can_style,
+                            "speakers": speakers if can_style else []})
 
     try:
         page.route("**/api/info", info)
@@ -483,11 +488,21 @@ def test_what_the_page_offers_follows_what_the_server_can(browser, lab, can_clon
             return
         choice = page.get_by_role("group", name="Make it from")
         assert choice.is_visible() and page.get_by_label("Voice description").is_hidden()
-        assert choice.get_by_label("A preset speaker with a style").is_hidden()  # no 1.7B CustomVoice model
-        choice.get_by_label("A description in words").check()
-        assert page.get_by_label("Voice description").is_visible() and page.locator("#from-recording").is_hidden()
+        assert page.locator("#from-style").is_hidden()
+        assert choice.get_by_label("A description in words").is_visible() == can_design
+        assert choice.get_by_label("A preset speaker with a style").is_visible() == can_style
+        if can_style:
+            choice.get_by_label("A preset speaker with a style").check()
+            assert page.locator("#from-style").is_visible() and page.locator("#from-recording").is_hidden()
+            speaker = page.get_by_role("combobox", name="Speaker", exact=True)
+            assert speaker.locator("option").all_text_contents() == [s["description"] for s in speakers]
+            assert page.get_by_role("textbox", name="Style instruction", exact=True).is_visible()
+        else:
+            choice.get_by_label("A description in words").check()
+            assert page.get_by_label("Voice description").is_visible() and page.locator("#from-recording").is_hidden()
         choice.get_by_label("A recording").check()
         assert page.get_by_role("button", name="Record", exact=True).is_visible()
+        assert page.locator("#from-style").is_hidden() and page.locator("#from-description").is_hidden()
     finally:
         context.close()
 
