@@ -3,7 +3,8 @@ process (docs/HTTP.md, "The page"): Debian's Chromium driven by Playwright, a WA
 
 Record -> streamed preview -> save -> the voice in Wyoming `describe` and speaking over Wyoming;
 an upload of every format the page accepts; errors shown next to their control; rename; delete;
-the notice where the microphone cannot work (an insecure origin); screenshots for docs/.
+the notice where the microphone cannot work (an insecure origin); a preset speaker given a style
+(a 1.7B CustomVoice model); screenshots for docs/.
 """
 from __future__ import annotations
 
@@ -201,6 +202,14 @@ def design_lab(converted_factory, tmp_path_factory) -> Iterator[LabServer]:
     """A VoiceDesign model (voices from words, no cloning) behind a token, as a standalone server."""
     yield from serving(LabServer(converted_factory("tiny", "voice_design", "int8"), tmp_path_factory.mktemp("design"),
                                  '  - name: narrator\n    instruct: "A calm, deep voice."\n', token="s3cret-token"))
+
+
+@pytest.fixture(scope="module")
+def style_lab(converted_factory, tmp_path_factory) -> Iterator[LabServer]:
+    """A 1.7B CustomVoice model (its preset speakers take a style), with a styled voice in config.yaml."""
+    yield from serving(LabServer(converted_factory("tiny-1.7b", "custom_voice", "int8"),
+                                 tmp_path_factory.mktemp("style"),
+                                 '  - name: narrator\n    speaker: ryan\n    instruct: "Speak slowly."\n'))
 
 
 @pytest.fixture(scope="module")
@@ -452,16 +461,22 @@ def test_design_a_voice_from_words_behind_a_token(browser, design_lab):
         context.close()
 
 
-@pytest.mark.parametrize("can_clone, can_design", [(False, False), (True, True)])
-def test_what_the_page_offers_follows_what_the_server_can(browser, lab, can_clone, can_design):
-    """A CustomVoice model makes no voices; a server with a Base and a VoiceDesign model makes
-    both kinds. The real server's /api/info, with those two abilities changed on the way."""
+@pytest.mark.parametrize("can_clone, can_design, can_style", [(False, False, False), (True, True, False),
+                                                               (True, False, True)])
+def test_what_the_page_offers_follows_what_the_server_can(browser, lab, can_clone, can_design, can_style):
+    """A 0.6B CustomVoice model makes no voices; a server with a Base and a VoiceDesign model makes
+    both kinds; one with a Base and a 1.7B CustomVoice model clones and styles. The real server's
+    /api/info, with those abilities changed on the way."""
     context = browser.new_context()
     page = context.new_page()
+    speakers = [{"speaker": "ryan", "description": "Ryan (English, dynamic male)"},
+                {"speaker": "uncle_fu", "description": "Uncle Fu (Chinese, seasoned male)"}]
 
     def info(route):
         body = route.fetch().json()
-        route.fulfill(json={**body, "can_clone": can_clone, "can_design": can_design})
+        assert body["can_style"] is False and body["speakers"] == []  # a Base model
+        route.fulfill(json={**body, "can_clone": can_clone, "can_design": can_design, "can_style": can_style,
+                            "speakers": speakers if can_style else []})
 
     try:
         page.route("**/api/info", info)
@@ -473,10 +488,21 @@ def test_what_the_page_offers_follows_what_the_server_can(browser, lab, can_clon
             return
         choice = page.get_by_role("group", name="Make it from")
         assert choice.is_visible() and page.get_by_label("Voice description").is_hidden()
-        choice.get_by_label("A description in words").check()
-        assert page.get_by_label("Voice description").is_visible() and page.locator("#from-recording").is_hidden()
+        assert page.locator("#from-style").is_hidden()
+        assert choice.get_by_label("A description in words").is_visible() == can_design
+        assert choice.get_by_label("A preset speaker with a style").is_visible() == can_style
+        if can_style:
+            choice.get_by_label("A preset speaker with a style").check()
+            assert page.locator("#from-style").is_visible() and page.locator("#from-recording").is_hidden()
+            speaker = page.get_by_role("combobox", name="Speaker", exact=True)
+            assert speaker.locator("option").all_text_contents() == [s["description"] for s in speakers]
+            assert page.get_by_role("textbox", name="Style instruction", exact=True).is_visible()
+        else:
+            choice.get_by_label("A description in words").check()
+            assert page.get_by_label("Voice description").is_visible() and page.locator("#from-recording").is_hidden()
         choice.get_by_label("A recording").check()
         assert page.get_by_role("button", name="Record", exact=True).is_visible()
+        assert page.locator("#from-style").is_hidden() and page.locator("#from-description").is_hidden()
     finally:
         context.close()
 
@@ -494,3 +520,51 @@ def test_every_control_has_its_accessible_name(page):
                        && !e.getAttribute('aria-labelledby') && !(e.tagName === 'BUTTON' && e.textContent.trim()))
         .map((e) => e.outerHTML)""")
     assert unnamed == []
+
+
+def test_a_preset_speaker_with_a_style(browser, style_lab):
+    """A 1.7B CustomVoice model: the page offers only the third way. A speaker and a style are
+    previewed (streamed), saved, listed as Styled with the speaker and style, spoken over
+    Wyoming and deleted; a missing style is the page's own error, a bad name the server's."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    try:
+        page.goto(style_lab.url)
+        page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+        assert page.locator("#source-choice").is_hidden() and page.locator("#from-recording").is_hidden()
+        assert page.locator("#from-description").is_hidden() and page.locator("#from-style").is_visible()
+        speaker = page.get_by_role("combobox", name="Speaker", exact=True)
+        assert "Ryan (English" in speaker.text_content()
+        speaker.select_option("aiden")
+        page.get_by_role("button", name="Preview", exact=True).click()
+        assert "how the speaker should speak" in visible_error(page, "style-error")
+        assert streams(page) == []  # nothing was asked of the server
+
+        page.get_by_role("textbox", name="Style instruction", exact=True).fill("Excited, a little breathless.")
+        page.get_by_role("button", name="Preview", exact=True).click()
+        page.locator("#preview-row").wait_for(timeout=120_000)
+        assert page.locator("#compare-clip").is_hidden() and page.locator("#style-error").is_hidden()
+        (preview,) = streams(page)
+        assert preview["ended"] and preview["error"] is None and preview["piecesBeforeLastByte"] >= 4, preview
+
+        save(page, "../aiden")
+        assert "a name starts with" in visible_error(page, "save-error")
+        assert "../aiden" not in style_lab.voice_names()
+        save(page, "Eager Aiden", "Aiden, excited")
+        wait_for_row(page, "Eager Aiden")
+        row = page.locator("#voice-rows tr[data-voice='Eager Aiden']")
+        assert "Styled" in row.text_content() and "Aiden: Excited, a little breathless." in row.text_content()
+        assert "Eager Aiden" in style_lab.describe_names()
+        reply = off_thread(synthesize(style_lab.uri, "A styled voice speaks.", voice="Eager Aiden"))
+        assert len(reply.audio) > RATE
+        page.screenshot(path=str(DOCS / "voice-lab-style.png"), full_page=True)
+
+        row.get_by_role("button", name="Delete").click()
+        row.get_by_role("button", name="Yes, delete").click()
+        page.locator("#voice-rows tr[data-voice='Eager Aiden']").wait_for(state="detached")
+        assert "Eager Aiden" not in style_lab.voice_names() and "Eager Aiden" not in style_lab.describe_names()
+    finally:
+        context.close()
+    assert not errors, errors

@@ -53,7 +53,7 @@ def test_update_and_remove(tmp_path):
     store.update(SavedVoice("Calmer", "Calmer", "en", instruct="A calm voice.", created=voice.created,
                             folder=voice.folder))
     (loaded,) = store.load()
-    assert (loaded.name, loaded.language, loaded.designed) == ("Calmer", "en", True)
+    assert (loaded.name, loaded.language, loaded.kind) == ("Calmer", "en", "designed")
     assert [p.name for p in voice.folder.iterdir()] == ["voice.json"]  # no temporary file left
     store.remove(loaded)
     assert os.listdir(tmp_path / "voices") == []
@@ -95,3 +95,15 @@ def test_a_failed_write_leaves_nothing(tmp_path, monkeypatch):
     with pytest.raises(ApiError) as caught:  # the voices folder cannot even be made
         VoiceStore(tmp_path / "file" / "voices").add(SavedVoice("Any", "", None), CLIP, 0)
     assert caught.value.status == 507
+
+
+def test_a_styled_voice_is_a_speaker_and_its_style(tmp_path):
+    store = VoiceStore(tmp_path / "voices")
+    voice = store.add(SavedVoice("Calm Ryan", "", "en", instruct="Speak calmly.", speaker="ryan"), None, 0)
+    (loaded,) = store.load()
+    assert loaded.kind == "styled" and not (voice.folder / "clip.wav").exists()
+    config = loaded.config()
+    assert (config.speaker, config.instruct, config.ref_audio) == ("ryan", "Speak calmly.", None)
+    data = json.loads((voice.folder / "voice.json").read_text())
+    (voice.folder / "voice.json").write_text(json.dumps({**data, "instruct": None}))  # a style lost: not served
+    assert store.load() == []

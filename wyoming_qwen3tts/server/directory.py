@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from ..config import ConfigError, ModelEntry, ServerConfig, VoiceConfig
 from ..model.spec import VoiceSpec
-from .voices import Catalogue, CatalogueError, VoiceEntry, VoiceNotFound, model_label
+from .voices import Catalogue, CatalogueError, VoiceEntry, VoiceNotFound, model_label, styles_speakers
 
 log = logging.getLogger(__name__)
 
@@ -40,8 +40,9 @@ def _serves(spec: VoiceSpec, voice: VoiceConfig) -> bool:
     """Whether a model of `spec` can serve `voice` at all (the catalogue checks the rest)."""
     if voice.ref_audio is not None:
         return spec.model_type == "base"
-    if voice.speaker is not None:
-        return spec.model_type == "custom_voice" and voice.speaker in {s.name for s in spec.speakers}
+    if voice.speaker is not None:  # with a style (instruct): a 1.7B CustomVoice model, the 0.6B has none
+        return spec.model_type == "custom_voice" and voice.speaker in {s.name for s in spec.speakers} and \
+            (not voice.instruct or styles_speakers(spec))
     return spec.model_type == "voice_design"
 
 
@@ -106,7 +107,8 @@ def _kind(voice: VoiceConfig) -> str:
     if voice.ref_audio is not None:
         return "a clone: a Base model"
     if voice.speaker is not None:
-        return f"preset speaker {voice.speaker!r}: a CustomVoice model with it"
+        size = "1.7B " if voice.instruct else ""
+        return f"preset speaker {voice.speaker!r}: a {size}CustomVoice model with it"
     return "a designed voice: a VoiceDesign model"
 
 

@@ -21,7 +21,7 @@ MAX_FIELD_BYTES = 32 * 1024  # one text field of a form (max_text_chars is check
 MAX_PARTS = 16  # parts of a form
 READ_CHUNK = 64 * 1024
 READ_TIMEOUT_S = 60.0  # the longest a client may send nothing while its body is read
-TEXT_FIELDS = ("name", "language", "description", "transcript", "text", "instruct", "voice")
+TEXT_FIELDS = ("name", "language", "description", "transcript", "text", "instruct", "voice", "speaker")
 
 
 @dataclass
@@ -35,6 +35,7 @@ class VoiceForm:
     text: str = ""
     instruct: str = ""
     voice: str = ""
+    speaker: str = ""  # a preset speaker to style (1.7B CustomVoice)
     audio: bytes | None = None  # the uploaded file's bytes, when there is one
 
     @classmethod

@@ -2,9 +2,10 @@
 (docs/HTTP.md), in one class, over the served models of a ServiceSlot.
 
 A Base model clones voices from recordings (clone/cloner.py), a VoiceDesign model designs
-them from a description (with several models: the first of each kind serves the lab); saved
-ones live in the VoiceStore and join that model's catalogue after its configured voices, so
-they are in Wyoming `describe` at once and at every start. The clone encoders run on a worker
+them from a description, a 1.7B CustomVoice model styles a preset speaker with an instruction
+(with several models: the first of each kind serves the lab); saved ones live in the
+VoiceStore and join that model's catalogue after its configured voices, so they are in
+Wyoming `describe` at once and at every start. The clone encoders run on a worker
 thread (Wyoming keeps serving meanwhile); a clone's features are cached in its own folder
 (Cloner.cache_dir), so they are saved, backed up and deleted with it. Changes are serialised;
 names being saved are reserved, so of two saves of one name the second gets 409 at once.
@@ -25,6 +26,7 @@ from typing import Any
 from .. import __version__
 from ..clone.cloner import CloneError, ClonePrompt, Cloner
 from ..config import ServerConfig, VoiceConfig
+from ..model.spec import VoiceSpec
 from .api_error import ApiError
 from .directory import Directory, ModelPlan
 from .http_forms import VoiceForm
@@ -40,11 +42,27 @@ from .voice_store import (
     check_name,
     check_text,
 )
-from .voices import LANGUAGE_TAGS, Catalogue, CatalogueError, VoiceEntry, build_info, model_language
+from .voices import (
+    LANGUAGE_TAGS,
+    Catalogue,
+    CatalogueError,
+    VoiceEntry,
+    build_info,
+    model_language,
+    styles_speakers,
+)
 
 log = logging.getLogger(__name__)
 
 PREVIEW_NAME = "(preview)"
+# The model each kind of voice is made and served by (SavedVoice.kind), and its name in /api/voices.
+MAKERS: dict[str, Callable[[VoiceSpec], bool]] = {
+    "clone": lambda spec: spec.model_type == "base",
+    "designed": lambda spec: spec.model_type == "voice_design",
+    "styled": styles_speakers,
+}
+NEEDS = {"clone": "a Base model", "designed": "a VoiceDesign model", "styled": "a 1.7B CustomVoice model"}
+LISTED_KIND = {"clone": "saved", "designed": "designed", "styled": "styled"}
 
 
 class VoiceLab:
@@ -73,8 +91,8 @@ class VoiceLab:
             return None
         for voice in self.saved:
             if self._model_of(voice) is None:
-                log.warning("saved voice %r is not served: no %s model is served", voice.name,
-                            "VoiceDesign" if voice.designed else "Base")
+                log.warning("saved voice %r is not served: it needs %s, and none is served", voice.name,
+                            NEEDS[voice.kind])
         return preview_directory(self.config, [self._with_saved(p.index) for p in plans])
 
     def attach(self, service: Service) -> Service:
@@ -100,11 +118,14 @@ class VoiceLab:
     # ------------------------------------------------------------------ reading
 
     def abilities(self) -> dict[str, Any]:
-        """What the page may offer: cloning (a Base model), designing (VoiceDesign), languages."""
+        """What the page may offer: cloning (a Base model), designing (VoiceDesign), styling a
+        preset speaker (1.7B CustomVoice) and that model's speakers, languages."""
         directory = self.slot.directory
         tags = {t for c in directory.catalogues.values() for t in c.tags} if directory is not None else set()
-        return {"can_clone": self._kind_index("base") is not None,
-                "can_design": self._kind_index("voice_design") is not None,
+        style = self._kind_index("styled")
+        return {"can_clone": self._kind_index("clone") is not None,
+                "can_design": self._kind_index("designed") is not None,
+                "can_style": style is not None, "speakers": self._speakers(style),
                 "languages": [t for t in LANGUAGE_TAGS.values() if t in tags]}
 
     def voices(self) -> list[dict[str, Any]]:
@@ -118,11 +139,13 @@ class VoiceLab:
         for catalogue in directory.catalogues.values():
             for entry in catalogue.voices:
                 mine = saved.get(entry.name.casefold())
-                kind = ("designed" if mine.designed else "saved") if mine else \
+                kind = LISTED_KIND[mine.kind] if mine else \
                     "config" if entry.name.casefold() in configured else "preset"
-                listed.append({"name": entry.name, "kind": kind, "description": entry.description,
-                               "languages": list(entry.languages), "editable": mine is not None,
-                               "model": catalogue.label})
+                voice = {"name": entry.name, "kind": kind, "description": entry.description,
+                         "languages": list(entry.languages), "editable": mine is not None, "model": catalogue.label}
+                if mine is not None and mine.kind == "styled":
+                    voice.update(speaker=mine.speaker, instruct=mine.instruct)
+                listed.append(voice)
         return listed
 
     async def decode(self, audio: bytes) -> Clip:
@@ -132,38 +155,33 @@ class VoiceLab:
     # ------------------------------------------------------------------ changes
 
     async def save(self, form: VoiceForm) -> dict[str, Any]:
-        """Save a clone (form.audio, a Base model) or a designed voice (form.instruct, a
-        VoiceDesign model); the voice is served and listed when this returns."""
-        index = self._maker(form, "save")
+        """Save a clone (form.audio, a Base model), a designed voice (form.instruct, a
+        VoiceDesign model) or a styled speaker (form.speaker and form.instruct, a 1.7B
+        CustomVoice model); the voice is served and listed when this returns."""
+        index, kind = self._maker(form, "save")
         service = await self.slot.ready(index)
-        kind = service.catalogue.spec.model_type
         name = check_name(form.name)
         description = check_text("description", form.description, MAX_DESCRIPTION_CHARS) or name
         language = self._language(service, form.language)
         self._check_free(name)
         self._reserved.add(name.casefold())
         try:
-            if kind == "base":
+            if kind == "clone":
                 if form.audio is None:
                     raise ApiError(422, "send a recording (the form's audio file) to clone a voice")
                 transcript = check_text("transcript", form.transcript, MAX_TRANSCRIPT_CHARS) or None
                 clip = await self.decode(form.audio)
                 voice = await asyncio.to_thread(self._save_clone, service, SavedVoice(
                     name, description, language, transcript=transcript), clip)
-            elif kind == "voice_design":
-                instruct = check_text("voice description (instruct)", form.instruct, MAX_INSTRUCT_CHARS)
-                if not instruct:
-                    raise ApiError(422, "describe the voice (instruct) to design it")
-                voice = await asyncio.to_thread(self.store.add, SavedVoice(
-                    name, description, language, instruct=instruct), None, self._count())
             else:
-                raise ApiError(422, f"{service.catalogue.label} cannot make new voices: cloning needs a Base "
-                                    f"model, designing a VoiceDesign model")
+                speaker, instruct = self._worded(index, kind, form, "save")
+                voice = await asyncio.to_thread(self.store.add, SavedVoice(
+                    name, description, language, instruct=instruct, speaker=speaker), None, self._count())
             async with self._changing:
                 self._publish(self.saved + [voice], index, undo=lambda: self._discard(voice))
         finally:
             self._reserved.discard(name.casefold())
-        log.info("voice lab: saved %s voice %r", "designed" if voice.designed else "cloned", name)
+        log.info("voice lab: saved %s voice %r", "cloned" if kind == "clone" else kind, name)
         return self._listed(name)
 
     async def rename(self, name: str, changes: dict[str, Any]) -> dict[str, Any]:
@@ -203,27 +221,22 @@ class VoiceLab:
         log.info("voice lab: deleted %r", voice.name)
 
     async def preview(self, form: VoiceForm) -> Unsaved:
-        """An unsaved voice to speak a preview with: the form's recording (a Base model) or
-        description (VoiceDesign); nothing is written."""
-        index = self._maker(form, "preview")
+        """An unsaved voice to speak a preview with: the form's recording (a Base model),
+        description (VoiceDesign) or speaker and style (1.7B CustomVoice); nothing is written."""
+        index, kind = self._maker(form, "preview")
         service = await self.slot.ready(index)
-        kind = service.catalogue.spec.model_type
         given = self._language(service, form.language)
         language = model_language(given, service.catalogue.spec.supported_languages) if given else "auto"
-        if kind == "base":
+        if kind == "clone":
             if form.audio is None:
                 raise ApiError(422, "send a recording (the form's audio file) to preview a clone")
             transcript = check_text("transcript", form.transcript, MAX_TRANSCRIPT_CHARS) or None
             clip = await self.decode(form.audio)
             prompt = await asyncio.to_thread(self._encode, service, clip, transcript)
             return Unsaved(index, VoiceEntry(PREVIEW_NAME, PREVIEW_NAME, (), language, clone=prompt))
-        if kind == "voice_design":
-            instruct = check_text("voice description (instruct)", form.instruct, MAX_INSTRUCT_CHARS)
-            if not instruct:
-                raise ApiError(422, "describe the voice (instruct) to preview it")
-            return Unsaved(index, VoiceEntry(PREVIEW_NAME, PREVIEW_NAME, (), language, instruct=instruct))
-        raise ApiError(422, f"{service.catalogue.label} cannot make new voices: previews need a Base or a "
-                            f"VoiceDesign model")
+        speaker, instruct = self._worded(index, kind, form, "preview")
+        return Unsaved(index, VoiceEntry(PREVIEW_NAME, PREVIEW_NAME, (), language, speaker=speaker,
+                                         instruct=instruct))
 
     # ------------------------------------------------------------------ internals
 
@@ -319,38 +332,80 @@ class VoiceLab:
         return len(self.saved) + len(self._reserved) - 1
 
     def _discard(self, voice: SavedVoice) -> None:
-        if not voice.designed:
+        if voice.kind == "clone":
             self._prompts.pop(voice.config().ref_audio or "", None)
         self.store.remove(voice)
 
     def _kind_index(self, kind: str) -> int | None:
-        """The model that makes the lab's voices of `kind` (base, voice_design): the first served."""
-        return next((p.index for p in self.plans if p.spec is not None and p.spec.model_type == kind), None)
+        """The model that makes the lab's voices of `kind` (SavedVoice.kind): the first served."""
+        return next((p.index for p in self.plans if p.spec is not None and MAKERS[kind](p.spec)), None)
 
     def _model_of(self, voice: SavedVoice) -> int | None:
-        return self._kind_index("voice_design" if voice.designed else "base")
+        return self._kind_index(voice.kind)
 
     def _served_by(self, voice: SavedVoice) -> int:
         index = self._model_of(voice)
         if index is None:
-            raise ApiError(409, f"{voice.name!r} is not served: no {'VoiceDesign' if voice.designed else 'Base'} "
-                                f"model is served")
+            raise ApiError(409, f"{voice.name!r} is not served: it needs {NEEDS[voice.kind]}, and none is served")
         return index
 
-    def _maker(self, form: VoiceForm, what: str) -> int:
-        """The model a save or preview of `form` needs: a Base model for a recording, a
-        VoiceDesign model for a description (the only one of them served for either); 422
-        when none is served."""
-        clone, design = self._kind_index("base"), self._kind_index("voice_design")
+    def _speakers(self, index: int | None) -> list[dict[str, str]]:
+        """Model `index`'s preset speakers, by the model's name for each, with the description
+        its voice list gives them ("Ryan (English, dynamic male)")."""
+        if index is None:
+            return []
+        plan, directory = self.plans[index], self.slot.directory
+        catalogue = directory.catalogues.get(index) if directory is not None else None
+        described = {e.name: e.description for e in catalogue.voices} if catalogue is not None else {}
+        assert plan.spec is not None  # _kind_index found it
+        return [{"speaker": s.name, "description": described.get(plan.renames.get(s.name, s.name), s.name)}
+                for s in sorted(plan.spec.speakers, key=lambda s: s.name)]
+
+    def _worded(self, index: int, kind: str, form: VoiceForm, what: str) -> tuple[str | None, str]:
+        """(speaker, instruct) of a designed voice (no speaker) or a styled speaker, checked."""
+        if kind == "designed":
+            instruct = check_text("voice description (instruct)", form.instruct, MAX_INSTRUCT_CHARS)
+            if not instruct:
+                raise ApiError(422, f"describe the voice (instruct) to {what} it")
+            return None, instruct
+        plan = self.plans[index]
+        assert plan.spec is not None  # _kind_index found it
+        key = form.speaker.casefold()
+        speaker = next((s.name for s in plan.spec.speakers
+                        if key in (s.name.casefold(), plan.renames.get(s.name, s.name).casefold())), None)
+        if speaker is None:
+            raise ApiError(422, f"unknown speaker {form.speaker!r} (speakers: "
+                                f"{', '.join(sorted(s.name for s in plan.spec.speakers))})")
+        instruct = check_text("style (instruct)", form.instruct, MAX_INSTRUCT_CHARS)
+        if not instruct:
+            raise ApiError(422, f"give the style (instruct): how {speaker} should speak")
+        return speaker, instruct
+
+    def _maker(self, form: VoiceForm, what: str) -> tuple[int, str]:
+        """The model a save or preview of `form` needs and the kind of voice it makes: a Base
+        model for a recording, a VoiceDesign model for a description (the only one of them
+        served for either), a 1.7B CustomVoice model for a speaker with a style; 409 for a
+        speaker where no such model is served, 422 for a form that makes nothing here."""
+        if form.speaker:
+            if form.audio is not None:
+                raise ApiError(422, "send a recording, or a preset speaker with a style; not both")
+            style = self._kind_index("styled")
+            if style is None:
+                raise ApiError(409, f"a preset speaker with a style needs {NEEDS['styled']}, and none is served "
+                                    f"(0.6B CustomVoice models ignore style instructions)")
+            return style, "styled"
+        clone, design = self._kind_index("clone"), self._kind_index("designed")
         if clone is not None and (form.audio is not None or design is None):
-            return clone
-        if design is not None and ((form.instruct or "").strip() or clone is None):
-            return design
+            return clone, "clone"
+        if design is not None and (form.instruct.strip() or clone is None):
+            return design, "designed"
         if clone is not None:
             raise ApiError(422, f"send a recording (the form's audio file) or a voice description (instruct) "
                                 f"to {what} a voice")
+        if self._kind_index("styled") is not None:
+            raise ApiError(422, f"name a preset speaker (speaker) and its style (instruct) to {what} a styled voice")
         raise ApiError(422, "no served model can make new voices: cloning needs a Base model, designing a "
-                            "VoiceDesign model")
+                            "VoiceDesign model, styling a preset speaker a 1.7B CustomVoice model")
 
     def _own(self, name: str) -> SavedVoice:
         """The saved voice called `name`: 404 for no voice, 403 for a preset or configured one."""

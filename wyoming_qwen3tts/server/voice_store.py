@@ -1,7 +1,8 @@
 """Saved voices on disk: `<model.data_dir>/voices/<slug>-<random>/` (docs/HTTP.md, "Saved voices").
 
-A folder holds voice.json (name, description, language, and a clone's transcript or a
-designed voice's instruct) and, for a clone, clip.wav (24 kHz s16 mono). The folder name is
+A folder holds voice.json (name, description, language, and a clone's transcript, a
+designed voice's instruct, or a styled voice's speaker and instruct) and, for a clone,
+clip.wav (24 kHz s16 mono). The folder name is
 a slug of the voice's name plus random hex, so no name can reach outside voices/ or another
 voice's files. Writes are atomic: a voice is assembled in `.partial-<random>/` and renamed
 into place (a crash leaves only a partial folder, swept at the next start); voice.json is
@@ -68,24 +69,30 @@ def slug(name: str) -> str:
 
 @dataclass(frozen=True)
 class SavedVoice:
-    """One saved voice: a clone (clip.wav, transcript or none) or a designed one (instruct)."""
+    """One saved voice: a clone (clip.wav, transcript or none), a designed one (instruct), or a
+    styled preset speaker (speaker and instruct, a 1.7B CustomVoice model)."""
 
     name: str
     description: str
     language: str | None
     transcript: str | None = None  # a clone's; None: a timbre-only clone (the speaker vector alone)
-    instruct: str | None = None  # a designed voice's description for the VoiceDesign model
+    instruct: str | None = None  # a designed voice's description, or a styled speaker's style
+    speaker: str | None = None  # a styled voice's preset speaker (the model's name for it)
     created: float = 0.0
     folder: Path = Path()
 
     @property
-    def designed(self) -> bool:
-        return self.instruct is not None
+    def kind(self) -> str:
+        """clone, designed or styled."""
+        if self.speaker is not None:
+            return "styled"
+        return "designed" if self.instruct is not None else "clone"
 
     def config(self) -> VoiceConfig:
         """The voice as the catalogue takes it."""
-        if self.designed:
-            return VoiceConfig(self.name, self.description, self.language, instruct=self.instruct)
+        if self.kind != "clone":
+            return VoiceConfig(self.name, self.description, self.language, speaker=self.speaker,
+                               instruct=self.instruct)
         return VoiceConfig(self.name, self.description, self.language, ref_audio=str(self.folder / CLIP_FILE),
                            ref_text=self.transcript, x_vector_only=self.transcript is None)
 
@@ -128,8 +135,11 @@ class VoiceStore:
         data = json.loads(raw)
         voice = SavedVoice(name=check_name(data["name"]), description=str(data.get("description") or ""),
                            language=data.get("language"), transcript=data.get("transcript"),
-                           instruct=data.get("instruct"), created=float(data.get("created", 0.0)), folder=folder)
-        if not voice.designed and not (folder / CLIP_FILE).is_file():
+                           instruct=data.get("instruct"), speaker=data.get("speaker"),
+                           created=float(data.get("created", 0.0)), folder=folder)
+        if voice.kind == "styled" and not voice.instruct:
+            raise ValueError("a styled voice without its style (instruct)")
+        if voice.kind == "clone" and not (folder / CLIP_FILE).is_file():
             raise ValueError(f"{CLIP_FILE} is missing")
         return voice
 

@@ -111,6 +111,12 @@ def _native_language(speaker: Speaker) -> str | None:
     return "chinese" if speaker.dialect else _PRESETS.get(speaker.name, (None, ""))[0]
 
 
+def styles_speakers(spec: VoiceSpec) -> bool:
+    """Whether the model speaks its preset speakers in a style (an instruct): 1.7B CustomVoice
+    models do, 0.6B ones ignore it (docs/MODEL.md)."""
+    return spec.model_type == "custom_voice" and spec.model_size != "0b6"
+
+
 def model_label(spec: VoiceSpec) -> str:
     """A display name such as "Qwen3-TTS 0.6B CustomVoice" (the spec says "0b6", "custom_voice")."""
     size = spec.model_size.replace("b", ".").upper() + "B" if "b" in spec.model_size else spec.model_size
@@ -239,7 +245,7 @@ class Catalogue:
                 speaker = self._spec.speaker(voice.speaker)
             except KeyError as e:
                 raise CatalogueError(f"{where}: {e.args[0]}") from None
-            if voice.instruct and self._spec.model_size == "0b6":
+            if voice.instruct and not styles_speakers(self._spec):
                 raise CatalogueError(f"{where}: 0.6B CustomVoice models ignore instruct "
                                      f"(use a 1.7B CustomVoice model, or drop instruct)")
             native = _native_language(speaker)
@@ -270,8 +276,7 @@ class Catalogue:
     def takes_instructions(self) -> bool:
         """Whether a request may add instructions (a style): 1.7B CustomVoice and VoiceDesign
         models read an instruct; 0.6B CustomVoice ignores it, Base has none (docs/MODEL.md)."""
-        kind = self._spec.model_type
-        return kind == "voice_design" or (kind == "custom_voice" and self._spec.model_size != "0b6")
+        return self._spec.model_type == "voice_design" or styles_speakers(self._spec)
 
 
 class VoiceList(Protocol):

@@ -1,8 +1,9 @@
-// Making a voice: a clip (recorded or uploaded) and its transcript, or a description in words;
-// a streamed preview; saving it (docs/HTTP-page.md).
+// Making a voice: a clip (recorded or uploaded) and its transcript, a description in words, or a
+// preset speaker with a style; a streamed preview; saving it (docs/HTTP.md, "The page").
 
 import { formOf, request, sendJson } from "./api.js";
 import { Recording, recordingUnavailable } from "./recorder.js";
+import { fillSpeakers, styleFields } from "./style.js";
 import { $, busy, clearError, languageName, showError, status } from "./ui.js";
 
 const INSECURE_NOTE = "Recording needs a secure connection, and this page was opened over plain http, so the " +
@@ -30,21 +31,9 @@ export class VoiceMaker {
 
   setup() {
     this.fillLanguages();
-    if (this.info.can_design) $("source-choice").hidden = false;
-    for (const radio of document.querySelectorAll("input[name=source]")) {
-      radio.addEventListener("change", () => this.showSource());
-    }
+    this.offerWays();
     for (const radio of document.querySelectorAll("input[name=transcript-mode]")) {
       radio.addEventListener("change", () => this.showTranscriptMode());
-    }
-    if (!this.info.can_clone) {
-      $("from-recording").hidden = true;
-      if (this.info.can_design) document.querySelector("input[name=source][value=description]").click();
-      else {
-        $("make-body").hidden = true;
-        $("cannot-make").hidden = false;
-      }
-      $("source-choice").hidden = true;
     }
     $("transcribe").hidden = !this.info.asr;
     const why = recordingUnavailable();
@@ -64,6 +53,26 @@ export class VoiceMaker {
     });
   }
 
+  /** The ways to make a voice that the server's models allow: a choice only when there are several. */
+  offerWays() {
+    const ways = { recording: this.info.can_clone, description: this.info.can_design, style: this.info.can_style };
+    const radios = [...document.querySelectorAll("input[name=source]")];
+    for (const radio of radios) {
+      radio.closest("label").hidden = !ways[radio.value];
+      radio.addEventListener("change", () => this.showSource());
+    }
+    const offered = radios.filter((r) => ways[r.value]);
+    if (!offered.length) {
+      $("make-body").hidden = true;
+      $("cannot-make").hidden = false;
+      return;
+    }
+    if (this.info.can_style) fillSpeakers(this.info.speakers || []);
+    offered[0].checked = true;
+    $("source-choice").hidden = offered.length < 2;
+    this.showSource();
+  }
+
   fillLanguages() {
     const select = $("language");
     const languages = this.info.languages || [];
@@ -77,8 +86,9 @@ export class VoiceMaker {
     if (preferred) select.value = preferred;
   }
 
-  get fromDescription() {
-    return document.querySelector("input[name=source]:checked").value === "description";
+  /** recording, description or style. */
+  get source() {
+    return document.querySelector("input[name=source]:checked").value;
   }
 
   get timbreOnly() {
@@ -86,8 +96,9 @@ export class VoiceMaker {
   }
 
   showSource() {
-    $("from-recording").hidden = this.fromDescription;
-    $("from-description").hidden = !this.fromDescription;
+    $("from-recording").hidden = this.source !== "recording";
+    $("from-description").hidden = this.source !== "description";
+    $("from-style").hidden = this.source !== "style";
   }
 
   showTranscriptMode() {
@@ -180,6 +191,22 @@ export class VoiceMaker {
     return instruct || null;
   }
 
+  /** What the chosen way sends besides the name, language and text: `json` fields (a
+   * description, or a speaker and its style) or `form` fields with the clip; null when something
+   * is missing (said next to its control). */
+  made() {
+    if (this.source === "description") {
+      const instruct = this.instruct();
+      return instruct && { json: { instruct } };
+    }
+    if (this.source === "style") {
+      const fields = styleFields();
+      return fields && { json: fields };
+    }
+    const fields = this.cloneFields();
+    return fields && { form: fields };
+  }
+
   async transcribe() {
     if (!this.clip) return showError("transcript-error", "Record or upload a clip first.");
     await busy($("transcribe"), "transcript-error", async () => {
@@ -191,20 +218,15 @@ export class VoiceMaker {
   }
 
   async preview() {
-    for (const id of ["audio-error", "transcript-error", "instruct-error"]) clearError(id);
+    for (const id of ["audio-error", "transcript-error", "instruct-error", "style-error"]) clearError(id);
     const text = $("sample").value.trim();
     if (!text) return showError("preview-error", "Type a sample sentence.");
     const language = $("language").value;
-    let init;
-    if (this.fromDescription) {
-      const instruct = this.instruct();
-      if (!instruct) return;
-      init = { headers: { "Content-Type": "application/json" }, body: JSON.stringify({ instruct, text, language }) };
-    } else {
-      const fields = this.cloneFields();
-      if (!fields) return;
-      init = { body: formOf({ ...fields, language, text }, this.clip) };
-    }
+    const made = this.made();
+    if (!made) return;
+    const init = made.json
+      ? { headers: { "Content-Type": "application/json" }, body: JSON.stringify({ ...made.json, text, language }) }
+      : { body: formOf({ ...made.form, language, text }, this.clip) };
     await busy($("preview"), "preview-error", async () => {
       status("Making the preview…");
       const wav = await this.player.play("preview", (signal) => request("api/preview", { method: "POST", ...init, signal }));
@@ -212,15 +234,15 @@ export class VoiceMaker {
       const player = $("preview-player");
       if (player.src) URL.revokeObjectURL(player.src);
       player.src = URL.createObjectURL(wav);
-      $("compare-clip").hidden = this.fromDescription;
-      if (!this.fromDescription) $("compare-player").src = this.clipUrl;
+      $("compare-clip").hidden = this.source !== "recording";
+      if (this.source === "recording") $("compare-player").src = this.clipUrl;
       $("preview-row").hidden = false;
       status("Preview played. Save the voice if you like it.");
     }, "audio-error");
   }
 
   async save() {
-    for (const id of ["audio-error", "transcript-error", "instruct-error", "save-error"]) clearError(id);
+    for (const id of ["audio-error", "transcript-error", "instruct-error", "style-error", "save-error"]) clearError(id);
     const name = $("name").value.trim();
     const language = $("language").value;
     const description = $("description").value.trim();
@@ -233,17 +255,11 @@ export class VoiceMaker {
       showError("save-error", `There is already a voice called ${name}. Choose another name.`);
       return;
     }
-    let send;
-    if (this.fromDescription) {
-      const instruct = this.instruct();
-      if (!instruct) return;
-      send = () => sendJson("POST", "api/voices", { name, language, description, instruct });
-    } else {
-      const fields = this.cloneFields();
-      if (!fields) return;
-      send = () => request("api/voices", { method: "POST", body: formOf({ ...fields, name, language, description },
-                                                                          this.clip) });
-    }
+    const made = this.made();
+    if (!made) return;
+    const send = made.json ? () => sendJson("POST", "api/voices", { ...made.json, name, language, description })
+      : () => request("api/voices", { method: "POST", body: formOf({ ...made.form, name, language, description },
+                                                                    this.clip) });
     const saved = await busy($("save"), "save-error", async () => {
       status(`Saving ${name}…`);
       await send();

@@ -1,9 +1,10 @@
 // The voices list: every voice with its kind and a Play button; Rename and Delete for the user's own.
 
 import { getJson, request, sendJson } from "./api.js";
+import { speakerTitle } from "./style.js";
 import { $, busy, clearError, element, languageName, showError, status, uniqueId } from "./ui.js";
 
-const KINDS = { preset: "Preset", config: "From config", saved: "Cloned", designed: "Designed" };
+const KINDS = { preset: "Preset", config: "From config", saved: "Cloned", designed: "Designed", styled: "Styled" };
 
 export class VoiceList {
   /** `player` plays /api/speak; `sampleText()` is what Play says. */
@@ -43,9 +44,13 @@ export class VoiceList {
     const languages = every ? "" : own.map(languageName).join(", ");
     const name = element("td", { className: "voice-name" }, element("span", { textContent: voice.name }));
     if (languages) name.append(element("span", { className: "languages", textContent: languages }));
+    const about = element("td", { textContent: voice.description || "" });
+    if (voice.kind === "styled") {  // which speaker, in which style
+      const style = `${speakerTitle(voice.speaker)}: ${voice.instruct}`;
+      about.append(element("span", { className: "detail", textContent: style }));
+    }
     const actions = element("td", { className: "actions" });
-    const tr = element("tr", {}, name, element("td", { textContent: KINDS[voice.kind] || voice.kind }),
-                       element("td", { textContent: voice.description || "" }), actions);
+    const tr = element("tr", {}, name, element("td", { textContent: KINDS[voice.kind] || voice.kind }), about, actions);
     tr.dataset.voice = voice.name;
     this.showActions(voice, actions);
     return tr;
