@@ -23,6 +23,7 @@ from .. import __version__
 from ..backend_flags import add_backend_flags
 from ..config import (
     OVERRIDES,
+    NORMALIZE_TEXT,
     TEXT_FEEDING,
     WEIGHT_FORMATS,
     ConfigError,
@@ -90,6 +91,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "to its first audio, step by step, and the medians at shutdown")
     parser.add_argument("--text-feeding", choices=TEXT_FEEDING, help="streamed text: word (a sentence starts with its "
                         "first words; default) or sentence (waits for each sentence's end)")
+    parser.add_argument("--normalize-text", choices=NORMALIZE_TEXT, help="read numbers, times, dates, units and "
+                        "money out in each sentence's language (auto, the default; docs/TEXT.md) or speak the text "
+                        "as written (off)")
     parser.add_argument("--holdback", type=float, help="streamed requests: most seconds a sentence's audio start is "
                         "held against running dry (default 0.5; one-shot requests are never held)")
     parser.add_argument("--http", help="HOST:PORT of the voice lab page and its API (docs/HTTP.md; default off)")
