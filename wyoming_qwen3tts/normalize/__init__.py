@@ -125,19 +125,22 @@ class SentenceNormalizer:
     """The spoken form of a request's sentences. `mode`: server.normalize_text ("auto" or "off");
     `language`: an ISO code (the voice's configured language or the request's), else None:
     each sentence's own, detected. One instance per request (it keeps the last detected
-    language, used when a sentence is too short to tell)."""
+    language, used when a sentence is too short to tell). `wait`: whether detection may wait
+    for the detector to load (not on the server's event loop: there the sentence is left as
+    written until it has)."""
 
     mode: str = "auto"
     language: str | None = None
     label: str = "text"
+    wait: bool = True
     _last: str | None = field(default=None, repr=False)
-    _detector: Callable[[str], str | None] = field(default=_detect.detect, repr=False)
+    _detector: Callable[[str, bool], str | None] = field(default=_detect.detect, repr=False)
 
     def choose(self, text: str) -> str | None:
         """The language to read `text` in: the fixed one, else detected (else the last one)."""
         if self.language is not None:
             return self.language
-        found = self._detector(text)
+        found = self._detector(text, self.wait)
         if found is not None:
             self._last = found
         return found or self._last

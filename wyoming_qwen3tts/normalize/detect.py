@@ -39,9 +39,17 @@ def warm_up() -> None:
         threading.Thread(target=_load, name="langid-load", daemon=True).start()
 
 
-def detect(text: str) -> str | None:
-    """The ISO code of `text`'s language, or None when it is too short or the model unsure."""
+def detect(text: str, wait: bool = True) -> str | None:
+    """The ISO code of `text`'s language, or None when it is too short or the model unsure; and,
+    with wait=False (the server's event loop, which must not stall), while it is still loading."""
     if sum(ch.isalpha() for ch in text) < MIN_LETTERS:
         return None
-    language, confidence = (_identifier or _load()).classify(text)
+    identifier = _identifier
+    if identifier is None:
+        if not wait:
+            warm_up()
+            log.info("the language detector is still loading: a sentence is read as written")
+            return None
+        identifier = _load()
+    language, confidence = identifier.classify(text)
     return str(language) if confidence >= MIN_CONFIDENCE else None

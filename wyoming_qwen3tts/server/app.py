@@ -36,6 +36,7 @@ from ..engine.config import TEXT_LAYOUTS
 from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISION_SETTINGS, describe_devices
 from ..engine.native import kernel_isas
 from ..engine.stream import EngineError
+from ..normalize import warm_up as warm_up_normalizer
 from .ha_refresh import HaRefresher, ha_token
 from .handler import Service, ServiceSlot, TtsHandler
 from .http_api import HttpServer, build_app, start_http
@@ -172,6 +173,8 @@ async def serve(config: ServerConfig) -> None:
     the event loop still runs, so the requests they abort can end their streams on it."""
     start, uri = time.monotonic(), config.server.uri
     slot = ServiceSlot(settings=config.server)
+    if config.server.normalize_text == "auto":
+        warm_up_normalizer()  # the language detector loads while the models do
     refresher = ha_refresher(config.server)
     lab = VoiceLab(slot, config, refresher.request if refresher is not None else None)
     if uri.startswith("stdio://"):  # our own read loop: bounded reads, and the end of input
