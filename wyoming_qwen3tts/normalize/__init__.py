@@ -55,6 +55,7 @@ _NAMES = {"english": "en", "german": "de", "french": "fr", "spanish": "es", "ita
           "portuguese": "pt", "russian": "ru", "chinese": "zh", "japanese": "ja", "korean": "ko"}
 # plain punctuation that no module rewrites (ASCII and CJK); "." ":" "/" "-" are triggers
 _PLAIN = frozenset(",;!?'\"()[]«»“”‘’„‚–—…、，。！？；（）「」『』【】《》・")
+_LETTER_SYMBOLS = frozenset("ºªµμ")  # letters to Unicode, symbols to the rules ("1º", "nº", "µg")
 _TOKEN = re.compile(r"[\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff]"
                     r"|[^\s\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff\U00020000-\U0002ffff]+")
 
@@ -72,6 +73,8 @@ def language_code(name: str | None) -> str | None:
 
 def is_trigger(ch: str) -> bool:
     """A character some rule may rewrite: not a letter, whitespace or plain punctuation."""
+    if ch in _LETTER_SYMBOLS:
+        return True
     return not (ch.isspace() or ch in _PLAIN or unicodedata.category(ch).startswith(("L", "M")))
 
 

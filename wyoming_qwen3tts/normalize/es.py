@@ -19,6 +19,7 @@ _UNITS = {
                 "B": _u("byte"), "l": _u("litro"), "L": _u("litro"), "s": _u("segundo"), "bar": _u("bar", "bares")},
                {"k": "kilo", "M": "mega", "G": "giga", "T": "tera", "m": "mili", "c": "centi", "µ": "micro",
                 "μ": "micro", "h": "hecto"}),
+    "mm": _u("milímetro"), "cm": _u("centímetro"), "km": _u("kilómetro"),  # the accent moves
     "°C": _u("grado Celsius", "grados Celsius"), "°F": _u("grado Fahrenheit", "grados Fahrenheit"),
     "°": _u("grado"), "%": _u("por ciento", "por ciento"), "km/h": _u("kilómetro por hora", "kilómetros por hora"),
     "m/s": _u("metro por segundo", "metros por segundo"), "m²": _u("metro cuadrado", "metros cuadrados"),

@@ -20,6 +20,7 @@ _UNITS = {
                 "B": _u("byte"), "l": _u("litro"), "L": _u("litro"), "s": _u("segundo"), "bar": _u("bar", "bares")},
                {"k": "quilo", "M": "mega", "G": "giga", "T": "tera", "m": "mili", "c": "centi", "µ": "micro",
                 "μ": "micro", "h": "hecto"}),
+    "mm": _u("milímetro"), "cm": _u("centímetro"), "km": _u("quilómetro"),  # the accent moves
     "°C": _u("grau Celsius", "graus Celsius"), "°F": _u("grau Fahrenheit", "graus Fahrenheit"),
     "°": _u("grau", "graus"), "%": _u("por cento", "por cento"),
     "km/h": _u("quilómetro por hora", "quilómetros por hora"), "m/s": _u("metro por segundo", "metros por segundo"),

@@ -146,7 +146,8 @@ def digits(text: str, lang: Language) -> str:
 
 
 def with_unit(value: Decimal, unit: Unit, lang: Language) -> str:
-    return f"{cardinal(value, lang, unit.gender)} {unit.forms[min(lang.plural(value), len(unit.forms) - 1)]}"
+    form = unit.forms[min(lang.plural(abs(value)), len(unit.forms) - 1)]  # "minus one degree"
+    return f"{cardinal(value, lang, unit.gender)} {form}"
 
 
 def currency(value: Decimal, code: str, lang: Language) -> str | None:
