@@ -273,7 +273,8 @@ def test_devices_voices_and_debug(tmp_path: Path) -> None:
                              "--device-subcode", "GPU",
                              "--device-decoder", "NPU", "--precision", "f16", "--kv-precision", "f16",
                              "--first-chunk", "2", "--steady-chunk", "24", "--text-feeding", "sentence",
-                             "--normalize-text", "off", "--text-layout", "streaming", "--backend", "openvino", "--debug",
+                             "--normalize-text", "off", "--text-layout", "streaming", "--backend", "openvino",
+                             "--debug",
                              "--config", str(voices_path)]
     share = tmp_path / "share"
     assert yaml.safe_load(voices_path.read_text(encoding="utf-8")) == {"voices": [

@@ -18,8 +18,8 @@ from wyoming_qwen3tts.config import ConfigError, ServerConfig, ServerSettings, a
 from wyoming_qwen3tts.normalize import LANGUAGES, SentenceNormalizer, held_back, language_code, speak
 from wyoming_qwen3tts.normalize.detect import detect
 from wyoming_qwen3tts.say import main as say_main
-from wyoming_qwen3tts.server.text import normalize as clean
 from wyoming_qwen3tts.server.text import SentenceSplitter
+from wyoming_qwen3tts.server.text import normalize as clean
 from wyoming_qwen3tts.server.text_stream import SentenceStream
 
 DATA = Path(__file__).parent / "data" / "normalize"
@@ -258,21 +258,17 @@ def server(converted_factory, tmp_path_factory):
 
 @pytest.fixture
 def given(monkeypatch):
-    """The texts handed to responses (Speech.add: a whole sentence; add_text: a fragment)."""
+    """The texts handed to responses (Speech.add_text: a fragment or, through Speech.add, a
+    whole sentence)."""
     from wyoming_qwen3tts.server.speech import Speech
     texts: list[str] = []
-    add, add_text = Speech.add, Speech.add_text
+    add_text = Speech.add_text
 
-    def spy_add(self, sentence):
-        texts.append(sentence)
-        add(self, sentence)
-
-    def spy_add_text(self, text, end):
+    def spy(self, text, end):
         texts.append(text)
         add_text(self, text, end)
 
-    monkeypatch.setattr(Speech, "add", spy_add)
-    monkeypatch.setattr(Speech, "add_text", spy_add_text)
+    monkeypatch.setattr(Speech, "add_text", spy)
     return texts
 
 
@@ -281,8 +277,8 @@ SAID = "It is twenty one point five degrees Celsius now."
 
 
 def _wyoming(server, streaming: bool) -> None:
-    from test_server_errors import ha_reply
     from test_server import run
+    from test_server_errors import ha_reply
     data = {"text": TEXT, "voice": {"name": "ryan", "language": "en"}}
     events = run(ha_reply(server.port, data, streaming=streaming))
     assert "error" not in [e.type for e in events]

@@ -119,7 +119,7 @@ class ServerSettings:
     loading_wait: float = 30.0  # seconds a request arriving while the model loads waits for it
     profile: bool = False  # log every request's first-audio timing at info, and their medians at shutdown
     text_feeding: str = "word"  # streamed text: "word" (a sentence starts with its first words) or "sentence"
-    normalize_text: str = "auto"  # numbers, times, units... read out in the sentence's language (docs/TEXT.md), or "off"
+    normalize_text: str = "auto"  # numbers, times, units... in words in the sentence's language (docs/TEXT.md); "off"
     holdback_s: float = 0.5  # streamed requests: the longest a sentence's audio start is held against underrun
     http: str | None = None  # HOST:PORT of the voice lab's HTTP side (docs/HTTP.md); None: off
     http_token: str | None = None  # bearer token of the HTTP side; required off loopback unless http_ingress
@@ -135,7 +135,8 @@ class ServerSettings:
         if self.text_feeding not in TEXT_FEEDING:
             raise ConfigError(f"server.text_feeding: {self.text_feeding!r} is not one of {', '.join(TEXT_FEEDING)}")
         if self.normalize_text not in NORMALIZE_TEXT:
-            raise ConfigError(f"server.normalize_text: {self.normalize_text!r} is not one of {', '.join(NORMALIZE_TEXT)}")
+            raise ConfigError(f"server.normalize_text: {self.normalize_text!r} is not one of "
+                              f"{', '.join(NORMALIZE_TEXT)}")
         if self.holdback_s < 0:
             raise ConfigError(f"server.holdback_s: must be >= 0, got {self.holdback_s}")
         for name in ("samples_per_chunk", "max_text_chars", "max_sentence_chars"):

@@ -38,9 +38,9 @@ import importlib
 import logging
 import re
 import unicodedata
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Callable
 
 from . import detect as _detect
 

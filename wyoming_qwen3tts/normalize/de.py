@@ -79,7 +79,8 @@ LANGUAGE = Language(
     fractions={2: ("halb", "halbe"), 3: ("Drittel", "Drittel"), 4: ("Viertel", "Viertel")},
     date_words=("am", "vom", "bis", "zum", "ab", "seit"),
     feminine=frozenset({"stunde", "minute", "sekunde", "lampe", "leuchte", "person", "tür", "steckdose",
-                        "woche", "nachricht", "erinnerung", "aufgabe", "szene", "sirene"}), year=_year, time_suffix="Uhr",
+                        "woche", "nachricht", "erinnerung", "aufgabe", "szene", "sirene"}),
+    year=_year, time_suffix="Uhr",
 )
 _RULES = Rules(LANGUAGE)
 

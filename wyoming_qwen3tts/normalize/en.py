@@ -69,4 +69,3 @@ _RULES = Rules(LANGUAGE)
 def normalize(sentence: str) -> str:
     """The spoken form of one English sentence."""
     return _RULES.normalize(sentence)
-

@@ -3,9 +3,7 @@ written "14h30"), dates day first ("premier" for the 1st), units agreeing in num
 below two) and gender ("une heure"), money, abbreviations (docs/TEXT.md)."""
 from __future__ import annotations
 
-import re
-
-from .rules import Language, Rules, Unit, si_units, to_24h, words
+from .rules import Groups, Language, Rules, Unit, si_units, to_24h, words
 
 _MONTHS = ("janvier", "février", "mars", "avril", "mai", "juin", "juillet", "août", "septembre", "octobre",
            "novembre", "décembre")
@@ -60,7 +58,7 @@ def _ordinal(number: int, suffix: str, before: str) -> str:
     return words(number, "fr", to="ordinal")
 
 
-def _hours(m: re.Match[str]) -> str | None:
+def _hours(m: Groups) -> str | None:
     """"14h30", "14 h 30", "7h": a time (a duration of hours reads the same)."""
     hours, minutes = int(m.group(1)), int(m.group(2) or 0)
     return _time(hours, minutes, None, "") if hours <= 24 else None

@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from .rules import Language, Rules, Unit, si_units, to_24h, words
+from .rules import Groups, Language, Rules, Unit, si_units, to_24h, words
 
 _MONTHS = ("января", "февраля", "марта", "апреля", "мая", "июня", "июля", "августа", "сентября", "октября",
            "ноября", "декабря")
@@ -24,7 +24,8 @@ _UNITS = {
                 "m": _u("метр", "метра", "метров"), "g": _u("грамм", "грамма", "граммов"),
                 "Hz": _u("герц", "герца", "герц"), "V": _u("вольт", "вольта", "вольт"),
                 "A": _u("ампер", "ампера", "ампер"), "Pa": _u("паскаль", "паскаля", "паскалей"),
-                "B": _u("байт", "байта", "байт"), "l": _u("литр", "литра", "литров"), "L": _u("литр", "литра", "литров"),
+                "B": _u("байт", "байта", "байт"), "l": _u("литр", "литра", "литров"),
+                "L": _u("литр", "литра", "литров"),
                 "s": _u("секунда", "секунды", "секунд", "f"), "bar": _u("бар", "бара", "бар")},
                {"k": "кило", "M": "мега", "G": "гига", "T": "тера", "m": "милли", "c": "санти", "µ": "микро",
                 "μ": "микро", "h": "гекто"}),
@@ -104,7 +105,7 @@ def _ordinal(number: int, suffix: str, before: str) -> str:
     return _ordinal_form(spoken, case) if case else spoken
 
 
-def _year(m: re.Match[str]) -> str | None:
+def _year(m: Groups) -> str | None:
     """"2026 год", "2026 года", "в 2026 году", "2026 г.": the year as an ordinal in the noun's case."""
     case = {"год": None, "года": "gen", "г.": "gen", "году": "prep"}[m.group(2)]
     spoken = words(int(m.group(1)), "ru", to="ordinal")

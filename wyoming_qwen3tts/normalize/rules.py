@@ -61,7 +61,7 @@ class Language:
     year: Callable[[int], str] | None = None  # a four-digit year on its own (en, de)
     time_suffix: str = ""  # regex of a word after a time that the reading already says ("Uhr")
     feminine: frozenset[str] = frozenset()  # nouns (lower case) a number before agrees with as feminine
-    extra: tuple[tuple[str, Callable[[re.Match[str]], str | None]], ...] = ()  # language-only patterns
+    extra: tuple[tuple[str, Callable[[Groups], str | None]], ...] = ()  # language-only patterns
 
 
 def to_24h(hours: int, half: str) -> int:
@@ -97,6 +97,7 @@ def si_units(bases: Mapping[str, Unit], prefixes: Mapping[str, str], lower: bool
 # --- numbers ---------------------------------------------------------------------------------
 
 _SIGN = r"(?:(?<![\w)])[-−+](?=\d))?"
+_AM_PM = r"(?:\.\s?[Mm]\.|[Mm])(?!\w)"  # after the A or P of "AM", "p.m."
 
 
 def number_pattern(lang: Language) -> str:
@@ -110,10 +111,9 @@ def parse(text: str, lang: Language) -> Decimal | None:
     """The value of a number matched by number_pattern; None if it is not plainly one."""
     sign = -1 if text[:1] in "-−" else 1
     text = text.lstrip("-−+")
-    body = text
-    if lang.groups and re.fullmatch(rf"\d{{1,3}}(?:[{re.escape(lang.groups)}]\d{{3}})+(?:{re.escape(lang.decimal)}\d+)?",
-                                    text):
-        whole, _, frac = text.partition(lang.decimal) if lang.decimal not in lang.groups else (text, "", "")
+    grouped = rf"\d{{1,3}}(?:[{re.escape(lang.groups)}]\d{{3}})+(?:{re.escape(lang.decimal)}\d+)?"
+    if lang.groups and re.fullmatch(grouped, text):
+        whole, _, frac = text.partition(lang.decimal)
         body = re.sub(r"\D", "", whole) + ("." + frac if frac else "")
     else:
         body = text.replace(",", ".")
@@ -156,7 +156,7 @@ def currency(value: Decimal, code: str, lang: Language) -> str | None:
     if forms is None:
         return None
     if value != value.to_integral_value() or "." in str(value):
-        if value.as_tuple().exponent != -2:  # noqa: not cents
+        if value.as_tuple().exponent != -2:  # not a whole number of cents: unsure
             return None
         return words(value, lang.code, to="currency", currency=code)
     noun = converter.pluralize(int(abs(value)), forms[0])
@@ -178,7 +178,8 @@ class Rules:
         abbreviations = "|".join(re.escape(a) for a in sorted(lang.abbreviations, key=len, reverse=True)) or "(?!)"
         number_words = "|".join(re.escape(a) for a in sorted(lang.number_words, key=len, reverse=True)) or "(?!)"
         end = r"(?![\w])"
-        alternatives: list[tuple[str, Callable[[re.Match[str]], str | None]]] = list(lang.extra) + [
+        suffix = rf"(?:\s(?:{lang.time_suffix}))?" if lang.time_suffix else ""  # "14:30 Uhr"
+        alternatives: list[tuple[str, Callable[[Groups], str | None]]] = list(lang.extra) + [
             (r"(?<![\w+])\+\d{1,3}(?:[ ./-]?\(?\d{1,5}\)?){2,5}(?![\w.,]?\d)", self._phone),
             (r"(?<![\w(])\(?0\d{2,4}\)?[ /-]\d{3,}(?:[ -]\d{2,})*" + end, self._phone),
             (r"(?<![\w(])\(?\d{3}\)?[ -]\d{3}-\d{4}" + end, self._phone),
@@ -188,10 +189,8 @@ class Rules:
             (r"(?<![\w./])(\d{1,2})(/)(\d{1,2})/(\d{4}|\d{2})" + end, self._numeric_date),
             (r"(?<![\w.])(\d{1,2})\.(\d{1,2})\.(?=\s|$)", self._short_date),
             (r"(?<![\w.])([vV]\d+(?:\.\d+)+|\d+(?:\.\d+){2,})(?![.]?\d)" + end, self._version),
-            (rf"(?<![\w:.])(\d{{1,2}}):([0-5]\d)(?::([0-5]\d))?(?:\s?([AaPp])(?:\.\s?[Mm]\.|[Mm])(?![\w]))?"
-             rf"(?:\s(?:{lang.time_suffix}))?" + end if lang.time_suffix else
-             r"(?<![\w:.])(\d{1,2}):([0-5]\d)(?::([0-5]\d))?(?:\s?([AaPp])(?:\.\s?[Mm]\.|[Mm])(?![\w]))?" + end, self._time),
-            (r"(?<![\w:.])(\d{1,2})\s?([AaPp])(?:\.\s?[Mm]\.|[Mm])(?![\w])", self._hour_ampm),
+            (rf"(?<![\w:.])(\d{{1,2}}):([0-5]\d)(?::([0-5]\d))?(?:\s?([AaPp]){_AM_PM})?{suffix}{end}", self._time),
+            (rf"(?<![\w:.])(\d{{1,2}})\s?([AaPp]){_AM_PM}", self._hour_ampm),
             (rf"(?<![\w.])(\d{{1,2}})[.°º]?\s(?=(?:de\s)?(?:{months})\b)(?:(de)\s)?({months})\b", self._day_month),
             (rf"\b({months})\s(\d{{1,2}})(?:{lang.ordinal_suffix})?{end}", self._month_day),
             (rf"(?:({money})\s?({num})|({num})\s?({money})){end}", self._money),
@@ -216,25 +215,26 @@ class Rules:
         return self._pattern.sub(self._replace, sentence)
 
     def _replace(self, match: re.Match[str]) -> str:
+        """The reading of whichever alternative matched (the first group that took part)."""
         for k, start in enumerate(self._group_of):
             if match.group(start) is not None:
-                inner = _Inner(match, start)
-                spoken = self._handlers[k](inner)  # type: ignore[arg-type]
+                inner = Groups(match, start)
+                spoken = self._handlers[k](inner)
                 return match.group(0) if spoken is None else spoken
         return match.group(0)
 
     # --- readings (None: not sure, left as written) ---
 
-    def _phone(self, m: re.Match[str]) -> str | None:
+    def _phone(self, m: Groups) -> str | None:
         return digits(m.group(0), self.lang)
 
-    def _ip(self, m: re.Match[str]) -> str | None:
+    def _ip(self, m: Groups) -> str | None:
         parts = [int(m.group(i)) for i in range(1, 5)]
         if any(p > 255 for p in parts):
             return None
         return f" {self.lang.dot} ".join(words(p, self.lang.code) for p in parts)
 
-    def _version(self, m: re.Match[str]) -> str | None:
+    def _version(self, m: Groups) -> str | None:
         text = m.group(1)
         lang = self.lang
         if lang.groups and "." in lang.groups and re.fullmatch(r"\d{1,3}(?:\.\d{3})+", text):
@@ -247,7 +247,7 @@ class Rules:
         rest = [words(int(p), lang.code) for p in parts[1:]]
         return prefix + f" {lang.dot} ".join([first, *rest])
 
-    def _iso(self, m: re.Match[str]) -> str | None:
+    def _iso(self, m: Groups) -> str | None:
         year, month, day = int(m.group(1)), int(m.group(2)), int(m.group(3))
         if not (1 <= month <= 12 and 1 <= day <= 31):
             return None
@@ -257,7 +257,7 @@ class Rules:
             spoken = f"{spoken}, {time}"
         return spoken
 
-    def _numeric_date(self, m: re.Match[str]) -> str | None:
+    def _numeric_date(self, m: Groups) -> str | None:
         """4.12.2026, 04/12/26 (day first, or month first where the language writes it so)."""
         a, b, year = int(m.group(1)), int(m.group(3)), int(m.group(4))
         day, month = (b, a) if m.group(2) == "/" and self.lang.date_order == "mdy" else (a, b)
@@ -265,45 +265,45 @@ class Rules:
             return None
         return self.lang.date(day, month, year + 2000 if year < 100 else year, self._before(m))
 
-    def _short_date(self, m: re.Match[str]) -> str | None:
+    def _short_date(self, m: Groups) -> str | None:
         """4.12. (day and month, the German and Russian way)."""
         day, month = int(m.group(1)), int(m.group(2))
         if not (1 <= day <= 31 and 1 <= month <= 12):
             return None
         return self.lang.date(day, month, None, self._before(m))
 
-    def _time(self, m: re.Match[str]) -> str | None:
+    def _time(self, m: Groups) -> str | None:
         hours, minutes = int(m.group(1)), int(m.group(2))
         half = (m.group(4) or "").lower()
         if hours > (12 if half else 24) or (hours == 24 and minutes):
             return None
         return self.lang.time(hours, minutes, _int(m.group(3)), half + "m" if half else "")
 
-    def _hour_ampm(self, m: re.Match[str]) -> str | None:
+    def _hour_ampm(self, m: Groups) -> str | None:
         hours = int(m.group(1))
         if not 1 <= hours <= 12:
             return None
         return self.lang.time(hours, 0, None, m.group(2).lower() + "m")
 
-    def _day_month(self, m: re.Match[str]) -> str | None:
+    def _day_month(self, m: Groups) -> str | None:
         day = int(m.group(1))
         month = self.lang.months.index(m.group(3)) + 1 if m.group(3) in self.lang.months else 0
         if not (1 <= day <= 31 and month):
             return None
         return self.lang.date(day, month, None, self._before(m))
 
-    def _month_day(self, m: re.Match[str]) -> str | None:
+    def _month_day(self, m: Groups) -> str | None:
         day = int(m.group(2))
         if not 1 <= day <= 31:
             return None
         return self.lang.date(day, self.lang.months.index(m.group(1)) + 1, None, self._before(m))
 
-    def _money(self, m: re.Match[str]) -> str | None:
+    def _money(self, m: Groups) -> str | None:
         symbol, amount = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
         value = parse(amount, self.lang)
         return None if value is None else currency(value, CURRENCY_SYMBOLS[symbol], self.lang)
 
-    def _range(self, m: re.Match[str]) -> str | None:
+    def _range(self, m: Groups) -> str | None:
         low, high = parse(m.group(1), self.lang), parse(m.group(2), self.lang)
         if low is None or high is None or not low < high or m.group(1)[:1] in "-−+" and m.group(2)[:1] not in "-−+":
             return None
@@ -312,14 +312,14 @@ class Rules:
             return f"{cardinal(low, self.lang)} {self.lang.to} {cardinal(high, self.lang)}"
         return f"{cardinal(low, self.lang, unit.gender)} {self.lang.to} {with_unit(high, unit, self.lang)}"
 
-    def _unit(self, m: re.Match[str]) -> str | None:
+    def _unit(self, m: Groups) -> str | None:
         value = parse(m.group(1), self.lang)
         return None if value is None else with_unit(value, self.lang.units[m.group(2)], self.lang)
 
-    def _ordinal(self, m: re.Match[str]) -> str | None:
+    def _ordinal(self, m: Groups) -> str | None:
         return self.lang.ordinal(int(m.group(1)), m.group(2), self._before(m))
 
-    def _slash(self, m: re.Match[str]) -> str | None:
+    def _slash(self, m: Groups) -> str | None:
         a, b = int(m.group(1)), int(m.group(2))
         before = self._before(m).lower()
         if before in self.lang.date_words:
@@ -332,13 +332,13 @@ class Rules:
             return f"{cardinal(Decimal(a), self.lang, 'm')} {one if a == 1 else other}"
         return None
 
-    def _number_word(self, m: re.Match[str]) -> str | None:
+    def _number_word(self, m: Groups) -> str | None:
         return self.lang.number_words[m.group(1)] + " "
 
-    def _abbreviation(self, m: re.Match[str]) -> str | None:
+    def _abbreviation(self, m: Groups) -> str | None:
         return self.lang.abbreviations[m.group(1)]
 
-    def _number(self, m: re.Match[str]) -> str | None:
+    def _number(self, m: Groups) -> str | None:
         # before a word, a number agrees with it: feminine if the language lists it, else as
         # before a masculine noun ("ein Licht", "un jour"); at the end it is counted ("eins")
         noun = re.match(r"\s+([^\W\d]+)", m.string[m.end():])
@@ -357,14 +357,15 @@ class Rules:
         return cardinal(value, self.lang, gender)
 
     @staticmethod
-    def _before(m: re.Match[str]) -> str:
+    def _before(m: Groups) -> str:
         """The word before the match (looked at, never rewritten)."""
         head = m.string[: m.start()].rstrip()
         return head.rsplit(None, 1)[-1].lower() if head else ""
 
 
-class _Inner:
-    """One alternative's groups, numbered from 1 as in its own pattern."""
+class Groups:
+    """A match of one alternative of the combined pattern, its groups numbered from 1 as in its
+    own pattern (group(0): what it matched)."""
 
     def __init__(self, match: re.Match[str], start: int) -> None:
         self._match, self._start = match, start
@@ -372,7 +373,7 @@ class _Inner:
         self.re = match.re
 
     def group(self, index: int = 0) -> str:
-        return self._match.group(self._start + index)  # type: ignore[no-any-return]
+        return self._match.group(self._start + index)
 
     def start(self) -> int:
         return self._match.start(self._start)

@@ -22,8 +22,8 @@ from wyoming.server import AsyncServer
 from .. import __version__
 from ..backend_flags import add_backend_flags
 from ..config import (
-    OVERRIDES,
     NORMALIZE_TEXT,
+    OVERRIDES,
     TEXT_FEEDING,
     WEIGHT_FORMATS,
     ConfigError,

@@ -3,9 +3,9 @@ write callback that hands its PCM to an async iterator instead of a Wyoming conn
 
 Every response reaches the engine through `ServiceSlot.synth` (so HTTP requests join the same
 continuous batching as Wyoming ones), is counted in `slot.active` (a shutdown drains and
-cancels it like any other), and is split and normalised as a Wyoming one-shot `synthesize`
-is, and read out by the same normaliser (server/spoken.py). The caller that stops iterating (a client gone mid-stream) aborts the response: its
-sentences are withdrawn from the engine and their KV blocks freed.
+cancels it like any other), and is split, normalised and read out (server/spoken.py) as a
+Wyoming one-shot `synthesize` is. The caller that stops iterating (a client gone mid-stream)
+aborts the response: its sentences are withdrawn from the engine and their KV blocks freed.
 """
 from __future__ import annotations
 
