@@ -2,7 +2,7 @@
 (docs/TEXT.md). Words from num2words; the tables below are English's."""
 from __future__ import annotations
 
-from .rules import Language, Rules, Unit, si_units, words
+from .rules import Groups, Language, Rules, Unit, si_units, words
 
 _MONTHS = ("January", "February", "March", "April", "May", "June", "July", "August", "September", "October",
            "November", "December")
@@ -35,6 +35,12 @@ def _year(year: int) -> str:
     return words(year, "en", to="year") if 1100 <= year <= 2099 else words(year, "en")
 
 
+def _decade(m: Groups) -> str | None:
+    """"1990s" → "nineteen nineties"."""
+    spoken = _year(int(m.group(1)))
+    return spoken[:-1] + "ies" if spoken.endswith("y") else spoken + "s"
+
+
 def _time(hours: int, minutes: int, seconds: int | None, half: str) -> str:
     spoken = words(hours, "en")
     if minutes:
@@ -62,6 +68,7 @@ LANGUAGE = Language(
     number_words={"No.": "number", "no.": "number", "Nr.": "number", "#": "number"},
     fractions={2: ("half", "halves"), 3: ("third", "thirds"), 4: ("quarter", "quarters")},
     date_words=("on", "by", "until", "since", "from", "before", "after"), year=_year,
+    extra=((r"(?<![\w.])(1[1-9]\d0|20[0-9]0)s(?!\w)", _decade),),
 )
 _RULES = Rules(LANGUAGE)
 

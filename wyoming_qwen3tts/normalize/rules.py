@@ -173,6 +173,9 @@ class Rules:
         self.lang = lang
         num = number_pattern(lang)
         units = "|".join(re.escape(u) for u in sorted(lang.units, key=len, reverse=True))
+        # a unit of one ASCII letter only after a space: "5 s", but "1990s", "3D" are not units
+        glued = "|".join(re.escape(u) for u in sorted(lang.units, key=len, reverse=True)
+                         if not (len(u) == 1 and u.isascii() and u.isalpha()))
         money = "|".join(re.escape(s) for s in sorted(CURRENCY_SYMBOLS, key=len, reverse=True))
         months = "|".join(lang.months)
         abbreviations = "|".join(re.escape(a) for a in sorted(lang.abbreviations, key=len, reverse=True)) or "(?!)"
@@ -195,7 +198,7 @@ class Rules:
             (rf"\b({months})\s(\d{{1,2}})(?:{lang.ordinal_suffix})?{end}", self._month_day),
             (rf"(?:({money})\s?({num})|({num})\s?({money})){end}", self._money),
             (rf"({num})\s?[-–]\s?({num})(?:\s?({units}){end}|(?![\w/]))", self._range),
-            (rf"({num})\s?({units}){end}", self._unit),
+            (rf"({num})(?:\s({units})|({glued})){end}", self._unit),
             (rf"(?<![\w.])(\d+)({lang.ordinal_suffix}){end}", self._ordinal),
             (r"(?<![\w./])(\d{1,2})/(\d{1,2})(?![\w/]|[.,]\d)", self._slash),
             (rf"(?<![\w.])({number_words})\s?(?=\d)", self._number_word),
@@ -314,7 +317,8 @@ class Rules:
 
     def _unit(self, m: Groups) -> str | None:
         value = parse(m.group(1), self.lang)
-        return None if value is None else with_unit(value, self.lang.units[m.group(2)], self.lang)
+        unit = self.lang.units[m.group(2) or m.group(3)]
+        return None if value is None else with_unit(value, unit, self.lang)
 
     def _ordinal(self, m: Groups) -> str | None:
         return self.lang.ordinal(int(m.group(1)), m.group(2), self._before(m))
