@@ -62,7 +62,7 @@ def test_data_file_sentence(code, text, spoken):
     ("en", "It is 1.000 times better", "It is one point zero zero zero times better"),
     ("en", "It is 1,000 times better", "It is one thousand times better"),
     # "3/4": a fraction, or a date after a word that introduces one, else left as written
-    ("en", "Add 3/4 cup", "Add three quarters cup"),
+    ("en", "Add 3/4 of it", "Add three quarters of it"),
     ("en", "The meeting is on 3/4", "The meeting is on March fourth"),
     ("fr", "Le 3/4 il pleut", "Le trois avril il pleut"),
     ("en", "Score 7/5 here", "Score 7/5 here"),
