@@ -305,3 +305,12 @@ def test_http_path_speaks_the_spoken_form(server, given):
 
     assert asyncio.run_coroutine_threadsafe(speak_http(), server.loop).result(60) > 0
     assert given == [SAID]
+
+
+def test_the_benchmark_runs_over_every_data_file(capsys):
+    """python -m qwen3tts_tools.bench.normalize (a measurement, not a timed test: one pass)."""
+    from qwen3tts_tools.bench.normalize import main as bench
+    assert bench(["--repeat", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert [line.split()[0] for line in lines[2:]] == FILES
+    assert all(len(line.split()) == 10 for line in lines[2:])
