@@ -150,7 +150,10 @@ class SentenceNormalizer:
 
     def sentence(self, text: str, language: str | None = None) -> str:
         """A whole sentence's spoken form (in `language` if given: a streamed sentence's choice)."""
-        if self.mode == "off" or not text or not has_trigger(text):
+        if self.mode == "off" or not text:
+            return text
+        if not has_trigger(text):
+            log.debug("%s: nothing to read out: %r", self.label, text)
             return text
         if language is None:
             language = self.choose(text)
