@@ -108,6 +108,20 @@ def test_text_without_digits_or_symbols_is_unchanged(code):
         assert module.normalize(text) == text
 
 
+@pytest.mark.parametrize("code", MINE)
+def test_any_text_is_read_or_left_never_an_error(code):
+    """Random digits and symbols (what an LLM may write) never raise; a number too long to say is
+    left as written."""
+    rng = random.Random(code)
+    alphabet = "0123456789.,:/-+ °%€$£kmWhCFaApPMº№#No"
+    for _ in range(2000):
+        speak("".join(rng.choice(alphabet) for _ in range(rng.randint(1, 25))), code)
+    assert speak("ID 99999999999999999999999999999999999999999999", code) == \
+        "ID 99999999999999999999999999999999999999999999"
+    plus = __import__(f"wyoming_qwen3tts.normalize.{code}", fromlist=["LANGUAGE"]).LANGUAGE.plus
+    assert speak("+5 °C", code) == f"{plus} {speak('5 °C', code)}"
+
+
 def test_a_language_without_a_module_is_left_as_written(caplog):
     norm._modules.pop("xx", None)
     assert speak("It is 21 °C", "xx") == "It is 21 °C"

@@ -11,6 +11,7 @@ in no digit, symbol or hyphen (num2words' hyphens become spaces). docs/TEXT.md l
 """
 from __future__ import annotations
 
+import logging
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
@@ -18,6 +19,9 @@ from decimal import Decimal, InvalidOperation
 
 from num2words import CONVERTER_CLASSES, num2words
 
+log = logging.getLogger(__name__)
+
+MAX_DIGITS = 15  # a longer number (an ID, a serial) is left as written: no one says it as a number
 CURRENCY_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "₽": "RUB", "USD": "USD", "EUR": "EUR", "GBP": "GBP",
                     "RUB": "RUB", "CHF": "CHF"}
 
@@ -109,8 +113,10 @@ def number_pattern(lang: Language) -> str:
 
 def parse(text: str, lang: Language) -> Decimal | None:
     """The value of a number matched by number_pattern; None if it is not plainly one."""
-    sign = -1 if text[:1] in "-−" else 1
+    negative = text[:1] in "-−"
     text = text.lstrip("-−+")
+    if sum(ch.isdigit() for ch in text.partition(lang.decimal)[0]) > MAX_DIGITS:
+        return None
     grouped = rf"\d{{1,3}}(?:[{re.escape(lang.groups)}]\d{{3}})+(?:{re.escape(lang.decimal)}\d+)?"
     if lang.groups and re.fullmatch(grouped, text):
         whole, _, frac = text.partition(lang.decimal)
@@ -118,9 +124,10 @@ def parse(text: str, lang: Language) -> Decimal | None:
     else:
         body = text.replace(",", ".")
     try:
-        return sign * Decimal(body)
+        value = Decimal(body)
     except InvalidOperation:
         return None
+    return -value if negative else value
 
 
 def cardinal(value: Decimal, lang: Language, gender: str | None = None) -> str:
@@ -221,8 +228,12 @@ class Rules:
         """The reading of whichever alternative matched (the first group that took part)."""
         for k, start in enumerate(self._group_of):
             if match.group(start) is not None:
-                inner = Groups(match, start)
-                spoken = self._handlers[k](inner)
+                try:
+                    spoken = self._handlers[k](Groups(match, start))
+                except (ArithmeticError, ValueError, LookupError, TypeError, NotImplementedError):
+                    # num2words refusing a number: not a reason to fail the request
+                    log.debug("left as written: %r", match.group(0), exc_info=True)
+                    spoken = None
                 return match.group(0) if spoken is None else spoken
         return match.group(0)
 
@@ -318,7 +329,7 @@ class Rules:
     def _unit(self, m: Groups) -> str | None:
         value = parse(m.group(1), self.lang)
         unit = self.lang.units[m.group(2) or m.group(3)]
-        return None if value is None else with_unit(value, unit, self.lang)
+        return None if value is None else self._plus(m.group(1)) + with_unit(value, unit, self.lang)
 
     def _ordinal(self, m: Groups) -> str | None:
         return self.lang.ordinal(int(m.group(1)), m.group(2), self._before(m))
@@ -358,7 +369,11 @@ class Rules:
             return None
         if self.lang.year and bare.isdigit() and len(bare) == 4 and text == bare:
             return self.lang.year(int(bare))
-        return cardinal(value, self.lang, gender)
+        return self._plus(text) + cardinal(value, self.lang, gender)
+
+    def _plus(self, number: str) -> str:
+        """"plus " for a number written with its "+" ("+5 °C")."""
+        return self.lang.plus + " " if number.startswith("+") else ""
 
     @staticmethod
     def _before(m: Groups) -> str:
