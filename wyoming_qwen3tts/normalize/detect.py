@@ -18,6 +18,7 @@ MIN_LETTERS = 4  # fewer letters than this say nothing about the language
 
 _lock = threading.Lock()
 _identifier: Any = None
+_loader: threading.Thread | None = None  # the background load, once started
 
 
 def _load() -> Any:
@@ -34,9 +35,13 @@ def _load() -> Any:
 
 
 def warm_up() -> None:
-    """Load the model in a background thread (no-op once loaded)."""
-    if _identifier is None:
-        threading.Thread(target=_load, name="langid-load", daemon=True).start()
+    """Load the model in a background thread (no-op once loaded or loading)."""
+    global _loader
+    with _lock:
+        if _identifier is not None or _loader is not None:
+            return
+        _loader = threading.Thread(target=_load, name="langid-load", daemon=True)
+    _loader.start()
 
 
 def detect(text: str, wait: bool = True) -> str | None:
@@ -48,7 +53,7 @@ def detect(text: str, wait: bool = True) -> str | None:
     if identifier is None:
         if not wait:
             warm_up()
-            log.info("the language detector is still loading: a sentence is read as written")
+            log.debug("the language detector is still loading: a sentence is read as written")
             return None
         identifier = _load()
     language, confidence = identifier.classify(text)
