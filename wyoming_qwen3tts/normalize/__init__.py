@@ -12,7 +12,8 @@ The public API:
 - `SentenceNormalizer`: what one request uses (the server's `normalize_text` mode and the
   request's language, else detection per sentence, detect.py); it logs each sentence before and
   after at debug level. `prefix()` is its streaming side (below).
-- `warm_up()`: load the detector in the background at start-up, so that no request waits for it.
+- `warm_up()`: import the language modules and load the detector in the background at
+  start-up, so that no request waits for them.
 
 The contract every language module keeps, which lets a sentence still being written be spoken
 word by word (server/text_stream.py):
@@ -37,6 +38,7 @@ from __future__ import annotations
 import importlib
 import logging
 import re
+import threading
 import unicodedata
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -119,8 +121,15 @@ def held_back(text: str) -> str:
 
 
 def warm_up() -> None:
-    """Start loading the language detector in the background (it takes a second or more)."""
-    _detect.warm_up()
+    """Import every language's module (6-100 ms each: num2words, the compiled patterns) and load
+    the language detector (a second or more), in the background, so that no request waits."""
+
+    def load() -> None:
+        for language in LANGUAGES:
+            _module(language)
+        _detect.warm_up()
+
+    threading.Thread(target=load, name="normalize-warm-up", daemon=True).start()
 
 
 @dataclass
