@@ -122,6 +122,17 @@ def test_any_text_is_read_or_left_never_an_error(code):
     assert speak("+5 °C", code) == f"{plus} {speak('5 °C', code)}"
 
 
+def test_a_failing_module_leaves_the_sentence_as_written(monkeypatch, caplog):
+    from wyoming_qwen3tts.normalize import en
+
+    def bug(sentence: str) -> str:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(en, "normalize", bug)
+    assert speak("It is 21 °C", "en") == "It is 21 °C"
+    assert "the en normaliser failed" in caplog.text
+
+
 def test_a_language_without_a_module_is_left_as_written(caplog):
     norm._modules.pop("xx", None)
     assert speak("It is 21 °C", "xx") == "It is 21 °C"

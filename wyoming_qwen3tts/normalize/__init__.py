@@ -49,7 +49,6 @@ from . import detect as _detect
 log = logging.getLogger(__name__)
 
 LANGUAGES = ("en", "de", "fr", "es", "it", "pt", "ru", "zh", "ja", "ko")
-MODES = ("auto", "off")
 LOOKAHEAD = 3  # a rewrite's tokens lie within this many from one of its trigger tokens (rule 2 above)
 UNKNOWN = ""  # a streamed sentence's language once decided as none (left as written)
 
@@ -81,6 +80,7 @@ def is_trigger(ch: str) -> bool:
 
 
 def has_trigger(text: str) -> bool:
+    """Whether any rule of any language may rewrite something in `text`."""
     return any(is_trigger(ch) for ch in text)
 
 
@@ -97,11 +97,16 @@ def _module(language: str) -> ModuleType | None:
 
 
 def speak(sentence: str, language: str) -> str:
-    """The spoken form of one clean sentence in `language` (an ISO code of LANGUAGES)."""
+    """The spoken form of one clean sentence in `language` (an ISO code of LANGUAGES). A module
+    that fails (a bug) leaves the sentence as written rather than fail the request."""
     module = _module(language)
     if module is None or not has_trigger(sentence):
         return sentence
-    spoken: str = module.normalize(sentence)
+    try:
+        spoken: str = module.normalize(sentence)
+    except Exception:
+        log.exception("the %s normaliser failed on %r: spoken as written", language, sentence)
+        return sentence
     return spoken
 
 
