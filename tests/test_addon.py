@@ -184,7 +184,8 @@ EVERYTHING = {
     "asr": "tcp://core-whisper:10300",
     "device_talker": "GPU", "device_subcode": "GPU", "device_decoder": "NPU", "precision": "f16",
     "kv_precision": "f16", "first_chunk": "2", "steady_chunk": "24", "text_feeding": "sentence",
-    "text_layout": "streaming", "backend": "openvino", "debug_logging": True, "memory_budget_mb": 4096,
+    "normalize_text": "off", "text_layout": "streaming", "backend": "openvino", "debug_logging": True,
+    "memory_budget_mb": 4096,
 }
 
 
@@ -253,12 +254,14 @@ def test_defaults_give_the_plain_command(manifest: dict[str, Any], tmp_path: Pat
     assert argv == SERVER + ["--model", DEFAULT_MODEL, "--weights", "int8", "--device-talker", "CPU",
                              "--device-subcode", "CPU", "--device-decoder", "CPU", "--precision", "auto",
                              "--kv-precision", "u8", "--first-chunk", "1", "--steady-chunk", "8",
-                             "--text-feeding", "word", "--text-layout", "auto", "--backend", "auto"]
+                             "--text-feeding", "word", "--normalize-text", "auto", "--text-layout", "auto",
+                             "--backend", "auto"]
     assert not voices_path.exists()  # no voices: no config file, the server's defaults
     precision = ServerConfig().precision  # and the options the add-on passes are the server's defaults
     assert (manifest["options"]["precision"], manifest["options"]["kv_precision"]) == (precision.inference,
                                                                                       precision.kv_cache)
     assert manifest["options"]["text_feeding"] == ServerConfig().server.text_feeding
+    assert manifest["options"]["normalize_text"] == ServerConfig().server.normalize_text
     assert manifest["options"]["text_layout"] == ServerConfig().engine.text_layout
     assert manifest["options"]["backend"] == ServerConfig().engine.backend
 
@@ -270,7 +273,8 @@ def test_devices_voices_and_debug(tmp_path: Path) -> None:
                              "--device-subcode", "GPU",
                              "--device-decoder", "NPU", "--precision", "f16", "--kv-precision", "f16",
                              "--first-chunk", "2", "--steady-chunk", "24", "--text-feeding", "sentence",
-                             "--text-layout", "streaming", "--backend", "openvino", "--debug",
+                             "--normalize-text", "off", "--text-layout", "streaming", "--backend", "openvino",
+                             "--debug",
                              "--config", str(voices_path)]
     share = tmp_path / "share"
     assert yaml.safe_load(voices_path.read_text(encoding="utf-8")) == {"voices": [

@@ -101,6 +101,7 @@ class PrecisionConfig:
 
 
 TEXT_FEEDING = ("word", "sentence")
+NORMALIZE_TEXT = ("auto", "off")
 
 
 @dataclass(frozen=True)
@@ -118,6 +119,7 @@ class ServerSettings:
     loading_wait: float = 30.0  # seconds a request arriving while the model loads waits for it
     profile: bool = False  # log every request's first-audio timing at info, and their medians at shutdown
     text_feeding: str = "word"  # streamed text: "word" (a sentence starts with its first words) or "sentence"
+    normalize_text: str = "auto"  # numbers, times, units... in words in the sentence's language (docs/TEXT.md); "off"
     holdback_s: float = 0.5  # streamed requests: the longest a sentence's audio start is held against underrun
     http: str | None = None  # HOST:PORT of the voice lab's HTTP side (docs/HTTP.md); None: off
     http_token: str | None = None  # bearer token of the HTTP side; required off loopback unless http_ingress
@@ -132,6 +134,9 @@ class ServerSettings:
             raise ConfigError(f"server.loading_wait: must be >= 0, got {self.loading_wait}")
         if self.text_feeding not in TEXT_FEEDING:
             raise ConfigError(f"server.text_feeding: {self.text_feeding!r} is not one of {', '.join(TEXT_FEEDING)}")
+        if self.normalize_text not in NORMALIZE_TEXT:
+            raise ConfigError(f"server.normalize_text: {self.normalize_text!r} is not one of "
+                              f"{', '.join(NORMALIZE_TEXT)}")
         if self.holdback_s < 0:
             raise ConfigError(f"server.holdback_s: must be >= 0, got {self.holdback_s}")
         for name in ("samples_per_chunk", "max_text_chars", "max_sentence_chars"):
@@ -311,6 +316,7 @@ _FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
     "voice": (("server", "default_voice"),),
     "profile": (("server", "profile"),),
     "text_feeding": (("server", "text_feeding"),),
+    "normalize_text": (("server", "normalize_text"),),
     "holdback": (("server", "holdback_s"),),
     "http": (("server", "http"),),
     "http_token": (("server", "http_token"),),

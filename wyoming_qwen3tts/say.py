@@ -1,6 +1,7 @@
 """qwen3tts-say: synthesize one or more texts into WAV files, with a converted model in this
 process (--model) or from a Wyoming server (--uri). Several texts run concurrently, as
-satellites would."""
+satellites would. --show-text prints what a server would say instead (each sentence's spoken
+form, docs/TEXT.md), without a model."""
 from __future__ import annotations
 
 import argparse
@@ -22,6 +23,8 @@ from .engine.open import Placement, open_engine
 from .engine.sampling import SamplingParams
 from .engine.stream import AudioStream, EngineError
 from .model.prompt import VoiceRequest
+from .normalize import SentenceNormalizer, language_code
+from .server.text import normalize, split_sentences
 
 log = logging.getLogger("qwen3tts-say")
 
@@ -51,7 +54,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("text", nargs="*", help="what to say")
     parser.add_argument("--text", dest="texts", action="append", help="another text (repeatable)")
     parser.add_argument("--text-file", type=Path, help="one text per line")
-    where = parser.add_mutually_exclusive_group(required=True)
+    where = parser.add_mutually_exclusive_group()
     where.add_argument("--model", type=Path, help="a directory written by qwen3tts-convert")
     where.add_argument("--uri", help="a Wyoming server, e.g. tcp://127.0.0.1:10200")
     parser.add_argument("--stream", action="store_true",
@@ -80,8 +83,15 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--steady-chunk", type=int, default=8, help="frames per codec call after the first")
     parser.add_argument("--offline", action="store_true", help="decode all codes at the end in one call")
     parser.add_argument("--debug", action="store_true")
+    parser.add_argument("--show-text", action="store_true",
+                        help="print the spoken form of each sentence, one a line, as the server reads it out "
+                        "(in --language, else each sentence's detected language); loads no model")
     args = parser.parse_args(argv)
     args.all_texts = read_texts(args, parser)
+    if args.show_text:
+        return args
+    if args.model is None and args.uri is None:
+        parser.error("one of the arguments --model --uri is required")
     if args.output is None and args.save_codes is None:
         parser.error("nothing to write: give -o out.wav and/or --save-codes codes.npy")
     if args.uri and (args.save_codes or args.offline or args.clone):
@@ -100,7 +110,22 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     logging.basicConfig(level=logging.DEBUG if args.debug else logging.INFO, format="%(levelname)s %(message)s")
+    if args.show_text:
+        return show_text(args.all_texts, args.language)
     return asyncio.run(remote(args)) if args.uri else local(args)
+
+
+def show_text(texts: list[str], language: str) -> int:
+    """Each sentence of `texts` as the server would have the model read it, one a line."""
+    if language != "auto" and language_code(language) is None:
+        log.error("--language %s: not one of the languages Qwen3-TTS speaks", language)
+        return 2
+    spoken = SentenceNormalizer("auto", language_code(language), "qwen3tts-say")
+    for text in texts:
+        for sentence in split_sentences(text):
+            if clean := normalize(sentence, len(sentence)):
+                sys.stdout.write(spoken.sentence(clean) + "\n")
+    return 0
 
 
 async def remote(args: argparse.Namespace) -> int:

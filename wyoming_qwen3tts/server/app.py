@@ -23,6 +23,7 @@ from wyoming.server import AsyncServer
 from .. import __version__
 from ..backend_flags import add_backend_flags
 from ..config import (
+    NORMALIZE_TEXT,
     OVERRIDES,
     TEXT_FEEDING,
     WEIGHT_FORMATS,
@@ -36,6 +37,7 @@ from ..engine.config import TEXT_LAYOUTS
 from ..engine.devices import GRAPHS, KV_PRECISIONS, PRECISION_SETTINGS, describe_devices
 from ..engine.native import kernel_isas
 from ..engine.stream import EngineError
+from ..normalize import warm_up as warm_up_normalizer
 from .ha_refresh import HaRefresher, ha_token
 from .handler import Service, ServiceSlot, TtsHandler
 from .http_api import HttpServer, build_app, start_http
@@ -92,6 +94,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "to its first audio, step by step, and the medians at shutdown")
     parser.add_argument("--text-feeding", choices=TEXT_FEEDING, help="streamed text: word (a sentence starts with its "
                         "first words; default) or sentence (waits for each sentence's end)")
+    parser.add_argument("--normalize-text", choices=NORMALIZE_TEXT, help="read numbers, times, dates, units and "
+                        "money out in each sentence's language (auto, the default; docs/TEXT.md) or speak the text "
+                        "as written (off)")
     parser.add_argument("--holdback", type=float, help="streamed requests: most seconds a sentence's audio start is "
                         "held against running dry (default 0.5; one-shot requests are never held)")
     parser.add_argument("--http", help="HOST:PORT of the voice lab page and its API (docs/HTTP.md; default off)")
@@ -171,6 +176,8 @@ async def serve(config: ServerConfig) -> None:
     the event loop still runs, so the requests they abort can end their streams on it."""
     start, uri = time.monotonic(), config.server.uri
     slot = ServiceSlot(settings=config.server)
+    if config.server.normalize_text == "auto":
+        warm_up_normalizer()  # the language detector loads while the models do
     refresher = ha_refresher(config.server)
     lab = VoiceLab(slot, config, refresher.request if refresher is not None else None)
     if uri.startswith("stdio://"):  # our own read loop: bounded reads, and the end of input

@@ -20,9 +20,11 @@ from wyoming.ping import Ping, Pong
 from wyoming.server import AsyncEventHandler
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
+from ..normalize import SentenceNormalizer
 from .holdback import Holdback
 from .service import Service, ServiceSlot
 from .speech import Speech, SpeechError, error_code
+from .spoken import request_normalizer
 from .text import SentenceSplitter, TextTooLong, normalize, split_sentences
 from .text_stream import SentenceStream
 from .wire import BadEvent, read_event
@@ -46,7 +48,8 @@ class TtsHandler(AsyncEventHandler):
         self._peer = f"{peer[0]}:{peer[1]}" if isinstance(peer, tuple) and len(peer) >= 2 else str(peer or "client")
         self._tasks: list[asyncio.Task] = []
         self._speeches: list[Speech] = []
-        self._stream: tuple[Speech, SentenceSplitter | SentenceStream] | None = None  # an open synthesize-start
+        # an open synthesize-start: its response, its splitter, and the normaliser of its sentences
+        self._stream: tuple[Speech, SentenceSplitter | SentenceStream, SentenceNormalizer] | None = None
         self._gone = False
 
     def _live(self) -> list[asyncio.Task]:
@@ -151,10 +154,11 @@ class TtsHandler(AsyncEventHandler):
         name, language = voice.get("name"), voice.get("language")
         return (name if isinstance(name, str) else None), (language if isinstance(language, str) else None)
 
-    def _open(self, data: dict[str, Any], streaming: bool) -> Speech:
+    def _open(self, data: dict[str, Any], streaming: bool) -> tuple[Speech, SentenceNormalizer]:
         """A response for the voice in `data`, queued behind the connection's others. The voice
         is checked at once against the voice list (an unknown one fails before the model has
-        loaded), and resolved again with the loaded model when the response's turn comes."""
+        loaded), and resolved again with the loaded model when the response's turn comes.
+        Also the normaliser of its sentences (server/spoken.py)."""
         label = f"request {self.slot.next_id()} from {self._peer}"
         name, language = self._voice(data)
         log.debug("%s: %s, voice %s", label, "streaming" if streaming else "one-shot", name or "(default)")
@@ -175,7 +179,7 @@ class TtsHandler(AsyncEventHandler):
                 speech.fail(SpeechError(str(e), error_code(e)))
         self._speeches = [s for s in self._speeches if not s.done] + [speech]
         self._queue(speech)
-        return speech
+        return speech, request_normalizer(self.slot, name, language, label)
 
     def _queue(self, speech: Speech) -> None:
         """Run a response once the ones before it on this connection are written."""
@@ -194,17 +198,17 @@ class TtsHandler(AsyncEventHandler):
 
         self._tasks.append(asyncio.create_task(after()))
 
-    def _add(self, speech: Speech, pieces: Callable[[], list]) -> None:
-        """Queue what `pieces()` gives: raw sentences (normalized here, empty ones dropped) or
-        the fragments of a SentenceStream; a text problem or a bug fails the response, which
-        still ends."""
+    def _add(self, speech: Speech, spoken: SentenceNormalizer, pieces: Callable[[], list]) -> None:
+        """Queue what `pieces()` gives: raw sentences (cleaned and read out here, empty ones
+        dropped) or the fragments of a SentenceStream (read out by it); a text problem or a bug
+        fails the response, which still ends."""
         settings = self.slot.settings
         try:
             for piece in pieces():
                 if not isinstance(piece, str):
                     speech.add_text(piece.text, piece.end)
                 elif sentence := normalize(piece, settings.max_text_chars):
-                    speech.add(sentence)
+                    speech.add(spoken.sentence(sentence))
         except (TextTooLong, SpeechError) as e:
             speech.fail(e if isinstance(e, SpeechError) else SpeechError(str(e), error_code(e)))
         except Exception as e:
@@ -212,7 +216,7 @@ class TtsHandler(AsyncEventHandler):
             speech.fail(SpeechError(f"internal error reading the text: {e}", "InternalError"))
 
     def _one_shot(self, data: dict[str, Any]) -> None:
-        speech = self._open(data, streaming=False)
+        speech, spoken = self._open(data, streaming=False)
         text, settings = data.get("text"), self.slot.settings
 
         def pieces() -> list[str]:
@@ -220,20 +224,25 @@ class TtsHandler(AsyncEventHandler):
                 raise SpeechError("synthesize needs a text string", "BadRequest")
             return split_sentences(text, settings.max_sentence_chars, settings.max_text_chars)
 
-        self._add(speech, pieces)
+        self._add(speech, spoken, pieces)
         speech.close()
 
     def _start_stream(self, data: dict[str, Any]) -> None:
         settings = self.slot.settings
-        kind = SentenceStream if settings.text_feeding == "word" else SentenceSplitter
-        self._stream = (self._open(data, streaming=True), kind(settings.max_sentence_chars, settings.max_text_chars))
+        speech, spoken = self._open(data, streaming=True)
+        splitter: SentenceSplitter | SentenceStream
+        if settings.text_feeding == "word":
+            splitter = SentenceStream(settings.max_sentence_chars, settings.max_text_chars, spoken=spoken)
+        else:
+            splitter = SentenceSplitter(settings.max_sentence_chars, settings.max_text_chars)
+        self._stream = (speech, splitter, spoken)
 
     def _stream_text(self, text: str) -> None:
         if self._stream is None:
             log.debug("%s: synthesize-chunk outside a stream, ignored", self._peer)
             return
-        speech, splitter = self._stream
-        self._add(speech, lambda: splitter.push(text))
+        speech, splitter, spoken = self._stream
+        self._add(speech, spoken, lambda: splitter.push(text))
 
     def _stop_stream(self) -> None:
         if self._stream is None:  # nothing open: still answer with the end marker, in turn
@@ -245,7 +254,7 @@ class TtsHandler(AsyncEventHandler):
 
             self._tasks.append(asyncio.create_task(stopped()))
             return
-        speech, splitter = self._stream
+        speech, splitter, spoken = self._stream
         self._stream = None
-        self._add(speech, splitter.flush)
+        self._add(speech, spoken, splitter.flush)
         speech.close()

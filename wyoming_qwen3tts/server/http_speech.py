@@ -3,9 +3,9 @@ write callback that hands its PCM to an async iterator instead of a Wyoming conn
 
 Every response reaches the engine through `ServiceSlot.synth` (so HTTP requests join the same
 continuous batching as Wyoming ones), is counted in `slot.active` (a shutdown drains and
-cancels it like any other), and is split and normalised as a Wyoming one-shot `synthesize`
-is. The caller that stops iterating (a client gone mid-stream) aborts the response: its
-sentences are withdrawn from the engine and their KV blocks freed.
+cancels it like any other), and is split, normalised and read out (server/spoken.py) as a
+Wyoming one-shot `synthesize` is. The caller that stops iterating (a client gone mid-stream)
+aborts the response: its sentences are withdrawn from the engine and their KV blocks freed.
 """
 from __future__ import annotations
 
@@ -21,6 +21,7 @@ from wyoming.event import Event
 from .holdback import Holdback
 from .service import ServiceSlot, Unsaved
 from .speech import Speech, SpeechError, Synth
+from .spoken import request_normalizer
 from .text import normalize, split_sentences
 
 log = logging.getLogger(__name__)
@@ -52,7 +53,9 @@ async def pcm_stream(slot: ServiceSlot, text: str, voice: str | None = None, lan
     settings = slot.settings
     if slot.stopping:
         raise SpeechError("the server is shutting down", "ShuttingDown")
-    sentences = [s for piece in split_sentences(text, settings.max_sentence_chars, settings.max_text_chars)
+    spoken = request_normalizer(slot, voice, language, label)
+    sentences = [spoken.sentence(s) for piece in split_sentences(text, settings.max_sentence_chars,
+                                                                 settings.max_text_chars)
                  if (s := normalize(piece, settings.max_text_chars))]
     synth = await slot.synth(label, voice, language, words=False, paced=True, unsaved=unsaved)
     return _audio(slot, synth, sentences, label)

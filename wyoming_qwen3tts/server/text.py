@@ -21,7 +21,9 @@ Splitting rules (each decision uses only what has arrived, and is never revised)
   only what has arrived: "example." and "com" in separate pieces do split.)
 - A "." is not a boundary after an abbreviation: a dotted initialism ("e.g", "U.S", "z.B"),
   a single capital (the initial in "J. Smith"), a title (Mr, Mrs, Ms, Dr, Prof, Sr, Jr, St,
-  vs), or when the sentence so far is only a number (the "1." of a numbered list).
+  vs), or when the sentence so far is only a number (the "1." of a numbered list); nor after a
+  German ordinal, a number of one or two digits after an article or preposition ("der 4.
+  Dezember", Home Assistant's own date answer; "im 2. Stock").
 - A sentence longer than `max_sentence_chars` is cut at the last clause mark (`,` `，` `、`) in
   the second half of the window, else at the last whitespace, else at any clause mark, else
   hard at the limit. No sentence is longer than the limit.
@@ -43,6 +45,8 @@ FENCES = ("```", "~~~")
 DEFAULT_MAX_SENTENCE_CHARS = 300
 
 _ABBREVIATIONS = frozenset({"mr", "mrs", "ms", "dr", "prof", "sr", "jr", "st", "vs"})
+# German words after which "4." is an ordinal ("der 4. Dezember"), not a sentence's end
+_BEFORE_ORDINAL = frozenset({"der", "den", "dem", "des", "am", "im", "vom", "zum", "beim", "ab", "bis", "seit"})
 _INITIALISM = re.compile(r"(?:[^\W\d_]\.)+[^\W\d_]")
 _OPENERS = "\"'([{«“‘「『"
 _LAST_SPACE = re.compile(r"\s\S*\Z")
@@ -328,6 +332,9 @@ def _abbreviation(pending: str) -> bool:
         return False
     if pending.isdigit():
         return True
-    word = pending.rsplit(None, 1)[-1].lstrip(_OPENERS)
+    words = pending.rsplit(None, 2)
+    word = words[-1].lstrip(_OPENERS)
+    if word.isdigit() and len(word) <= 2 and len(words) > 1 and words[-2].lower() in _BEFORE_ORDINAL:
+        return True
     return (bool(_INITIALISM.fullmatch(word)) or (len(word) == 1 and word.isupper())
             or word.lower() in _ABBREVIATIONS)

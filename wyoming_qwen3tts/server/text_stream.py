@@ -31,6 +31,16 @@ because every cleaning rule of `normalize` either cannot cross such a point, or 
 - Whitespace collapsing and "word ," → "word,": the prefix's own whitespace is final; the
   space at the cut is left out (the next fragment starts with " word" or ",").
 
+The sentence is also read out (wyoming_qwen3tts/normalize: numbers, times, units... in words)
+when a `SentenceNormalizer` is given. Its rules look ahead: "21,5" reads differently before
+"°C", "1.000" before ",5", "1" before "Stunde". Every rule keeps to the contract in
+normalize/__init__.py (a rewrite stays within LOOKAHEAD tokens of a token with a digit or
+symbol in it), so the clean prefix is cut once more, before the first of its last LOOKAHEAD
+tokens that holds a digit or symbol (`held_back`), and only that is read out and given: it
+reads the same whatever follows. The sentence's language (when detected) is chosen once, from
+the text known when its first digit or symbol is given out; the end fragment reads the whole
+sentence in that language. So a number holds back at most the two words after it.
+
 So at most the word being typed is held back (in CJK text without spaces, nothing), plus
 markup that is still open, plus what the splitter itself has not decided (a "." or ":" after a
 digit, a line start that may open a code fence). Exceptions, where the splitter's length cut makes more text
@@ -40,12 +50,16 @@ arrives or the sentence ends, since the sentence may still be cut at that mark.
 """
 from __future__ import annotations
 
+import logging
 import re
 import sys
 from dataclasses import dataclass
 from itertools import accumulate
 
+from ..normalize import SentenceNormalizer
 from .text import _AUTOLINK, _LINK, DEFAULT_MAX_SENTENCE_CHARS, SentenceSplitter, _opens_fence, normalize
+
+log = logging.getLogger(__name__)
 
 # The longest start of a markdown link that later text could still complete: "[", "[the docs",
 # "[a]", "[a](http://x", with at most the one nested "(" _LINK allows.
@@ -72,12 +86,14 @@ class SentenceStream:
 
     `max_sentence_chars` and `max_text_chars` are SentenceSplitter's; `max_chars` is
     normalize's limit (default: max_text_chars, else none). TextTooLong comes from either.
+    `spoken`: reads each sentence out (None: the clean text as it is).
     Work per piece is bounded by the open sentence (at most max_sentence_chars), not the text.
     """
 
     def __init__(self, max_sentence_chars: int = DEFAULT_MAX_SENTENCE_CHARS, max_text_chars: int | None = None,
-                 max_chars: int | None = None) -> None:
+                 max_chars: int | None = None, spoken: SentenceNormalizer | None = None) -> None:
         self._splitter = SentenceSplitter(max_sentence_chars, max_text_chars)
+        self._spoken = spoken
         limit = max_chars if max_chars is not None else max_text_chars
         self.max_chars = limit if limit is not None else sys.maxsize
         self._reset()
@@ -86,6 +102,7 @@ class SentenceStream:
         self._sentence = 0  # index of the open sentence
         self._said = ""  # the normalized text given out for it so far
         self._settled: str | None = None  # the raw text _said was worked out from
+        self._language: str | None = None  # what the open sentence is read in, once chosen
 
     def push(self, piece: str) -> list[Fragment]:
         """Fragments that `piece` made final, in order."""
@@ -102,12 +119,19 @@ class SentenceStream:
         for raw in sentences:  # the first is the open sentence, if it has been given fragments
             text = normalize(raw, self.max_chars)
             if text:
+                if self._spoken is not None:
+                    text = self._spoken.sentence(text, self._language)
+                if not text.startswith(self._said):  # a normaliser rule broke its contract: a bug
+                    log.error("sentence %d read out as %r, but %r was given out already", self._sentence, text,
+                              self._said)
                 out.append(Fragment(self._sentence, text[len(self._said):], True))
                 self._sentence += 1
-            self._said, self._settled = "", None
+            self._said, self._settled, self._language = "", None, None
         if settled != self._settled:
             self._settled = settled
             text = final_prefix(settled, self.max_chars)
+            if self._spoken is not None:
+                text, self._language = self._spoken.prefix(text, self._language)
             # (it always starts with _said, by the rules above; checked, as nothing can be taken back)
             if len(text) > len(self._said) and text.startswith(self._said):
                 out.append(Fragment(self._sentence, text[len(self._said):], False))

@@ -58,6 +58,7 @@ VALUE_FLAGS = {
     "first_chunk": "--first-chunk",
     "steady_chunk": "--steady-chunk",
     "text_feeding": "--text-feeding",
+    "normalize_text": "--normalize-text",
     "text_layout": "--text-layout",
     "backend": "--backend",
 }
