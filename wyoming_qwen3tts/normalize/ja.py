@@ -1,0 +1,75 @@
+"""Japanese: numbers said as kanji numerals by num2words, units in katakana (docs/TEXT-cjk.md)."""
+
+from __future__ import annotations
+
+from num2words import num2words
+
+from .cjk import Speaker, run, shared_rules
+
+
+def kanji(value: int) -> str:
+    return str(num2words(value, lang="ja"))
+
+
+class Japanese(Speaker):
+    point = "点"
+    to = "から"
+    sign_for_yen = "JPY"
+    plus = "プラス"
+    label = "{}番"
+    versus = "対"
+    units = {
+        "km/h": "時速{}キロ", "m/s": "秒速{}メートル", "kWh": "{}キロワット時", "Wh": "{}ワット時",
+        "MW": "{}メガワット", "kW": "{}キロワット", "W": "{}ワット", "hPa": "{}ヘクトパスカル",
+        "mbar": "{}ミリバール", "Pa": "{}パスカル",
+        "m²": "{}平方メートル", "m³": "{}立方メートル", "mm": "{}ミリ", "cm": "{}センチ", "km": "{}キロメートル",
+        "m": "{}メートル", "kg": "{}キロ", "mg": "{}ミリグラム", "g": "{}グラム", "ml": "{}ミリリットル",
+        "mL": "{}ミリリットル", "L": "{}リットル", "lx": "{}ルクス", "V": "{}ボルト", "mA": "{}ミリアンペア",
+        "A": "{}アンペア", "Hz": "{}ヘルツ", "dB": "{}デシベル", "ppm": "{}ピーピーエム",
+        "µg/m³": "{}マイクログラム毎立方メートル", "μg/m³": "{}マイクログラム毎立方メートル", "min": "{}分",
+        "h": "{}時間", "GB": "{}ギガバイト", "MB": "{}メガバイト", "Mbps": "{}メガビーピーエス",
+    }
+    currencies = {"JPY": "{}円", "USD": "{}ドル", "EUR": "{}ユーロ", "GBP": "{}ポンド", "CNY": "{}元",
+                  "KRW": "{}ウォン"}
+
+    def number(self, written: str) -> str:
+        """num2words says the integer part; decimals are said digit by digit as written (1.000: 一点零零零)."""
+        sign = "マイナス" if written.startswith("-") else ""
+        whole, _, fraction = written.lstrip("-").partition(".")
+        said = sign + kanji(int(whole))
+        return said + "点" + self.digits(fraction) if fraction else said
+
+    def digits(self, written: str) -> str:
+        return "".join(kanji(int(d)) for d in written)
+
+    def clock(self, hour: int, minute: int, second: int | None, half: str | None) -> str:
+        said = {None: "", "am": "午前", "pm": "午後"}[half] + kanji(hour) + "時"
+        if minute or second is not None:
+            said += kanji(minute) + "分"
+        return said + ("" if second is None else kanji(second) + "秒")
+
+    def date(self, year: str | None, month: int | None, day: int | None) -> str:
+        return ((kanji(int(year)) + "年" if year is not None else "")
+                + (kanji(month) + "月" if month is not None else "")
+                + (kanji(day) + "日" if day is not None else ""))
+
+    def slash(self, first: str, second: str) -> str:
+        """12/4 is the 4th of December in Japanese text (12/4(木)); what cannot be a date is a fraction."""
+        a, b = int(first), int(second)
+        return self.date(None, a, b) if 1 <= a <= 12 and 1 <= b <= 31 else kanji(b) + "分の" + kanji(a)
+
+    def percent(self, written: str) -> str:
+        return self.number(written) + "パーセント"
+
+    def degrees(self, written: str, scale: str) -> str:
+        return ("華氏" if scale == "F" else "") + self.number(written) + "度"
+
+
+_RULES = shared_rules(Japanese(), [], pause="、")
+
+__all__ = ["normalize"]
+
+
+def normalize(sentence: str) -> str:
+    """One sentence in, its spoken form out: Arabic digits and symbols become kanji numerals and words."""
+    return run(_RULES, sentence)

@@ -1,0 +1,125 @@
+"""Korean: Sino-Korean numbers from num2words, native numbers for hours and counters (docs/TEXT-cjk.md)."""
+
+from __future__ import annotations
+
+from num2words import CONVERTER_CLASSES, num2words
+
+from .cjk import NUMBER, RANGE, SIGN, START, Speaker, plain, rule, run, shared_rules
+
+# num2words' table from Sino-Korean words to native forms before a counter (일 -> 한, 이십 -> 스물);
+# its ordinals use it, but it has no native cardinal of its own.
+_NATIVE = CONVERTER_CLASSES["ko"].ords
+# Counters that take native numbers (세 개, 두 시간, 다섯 명); every other counter takes Sino-Korean ones
+# (삼 분, 이 층, 오 번). Up to 99; larger amounts are Sino-Korean whatever the counter.
+_NATIVE_COUNTERS = "개|명|시간|살|마리|번째|가지|잔|병|권|군데|곳|달"
+# Months that drop a sound: 유월 (not 육월), 시월 (not 십월).
+_MONTHS = {6: "유월", 10: "시월"}
+
+
+def sino(value: int) -> str:
+    return str(num2words(value, lang="ko"))
+
+
+def native(value: int) -> str:
+    """1-99 as said before a counter (한, 두, 스무, 스물한); 0 and above 99 fall back to Sino-Korean."""
+    if not 1 <= value <= 99:
+        return sino(value)
+    if value == 20:
+        return "스무"
+    tens, ones = divmod(value, 10)
+    return (_NATIVE[sino(tens * 10)] if tens else "") + (_NATIVE[sino(ones)] if ones else "")
+
+
+class Korean(Speaker):
+    point = " 점 "
+    to = "에서 "
+    sign_for_yen = "JPY"
+    plus = "플러스 "
+    label = "{} 번"
+    versus = " 대 "
+    units = {
+        "km/h": "시속 {} 킬로미터", "m/s": "초속 {} 미터", "kWh": "{} 킬로와트시", "Wh": "{} 와트시",
+        "MW": "{} 메가와트", "kW": "{} 킬로와트", "W": "{} 와트", "hPa": "{} 헥토파스칼", "mbar": "{} 밀리바",
+        "Pa": "{} 파스칼", "m²": "{} 제곱미터", "m³": "{} 세제곱미터", "mm": "{} 밀리미터", "cm": "{} 센티미터",
+        "km": "{} 킬로미터", "m": "{} 미터", "kg": "{} 킬로그램", "mg": "{} 밀리그램", "g": "{} 그램",
+        "ml": "{} 밀리리터", "mL": "{} 밀리리터", "L": "{} 리터", "lx": "{} 럭스", "V": "{} 볼트",
+        "mA": "{} 밀리암페어", "A": "{} 암페어", "Hz": "{} 헤르츠", "dB": "{} 데시벨", "ppm": "{} 피피엠",
+        "µg/m³": "세제곱미터당 {} 마이크로그램", "μg/m³": "세제곱미터당 {} 마이크로그램", "min": "{} 분",
+        "h": "{} 시간", "GB": "{} 기가바이트", "MB": "{} 메가바이트", "Mbps": "{} 메가비피에스",
+    }
+    currencies = {"KRW": "{} 원", "USD": "{} 달러", "EUR": "{} 유로", "GBP": "{} 파운드", "JPY": "{} 엔",
+                  "CNY": "{} 위안"}
+
+    def number(self, written: str) -> str:
+        """num2words says the integer part; decimals are said digit by digit as written (1.000: 일 점 영영영)."""
+        sign = "마이너스 " if written.startswith("-") else ""
+        whole, _, fraction = written.lstrip("-").partition(".")
+        said = sign + sino(int(whole))
+        return said + self.point + "".join(sino(int(d)) for d in fraction) if fraction else said
+
+    def digits(self, written: str) -> str:
+        return "".join("공" if d == "0" else sino(int(d)) for d in written)  # 공: zero in phone numbers and codes
+
+    def ip_part(self, part: str) -> str:
+        return self.number(part)  # 백구십이 점 백육십팔 점 영 점 일
+
+    def clock(self, hour: int, minute: int, second: int | None, half: str | None) -> str:
+        """Hours are native (세 시, 열네 시), minutes and seconds Sino-Korean (삼십 분)."""
+        said = {None: "", "am": "오전 ", "pm": "오후 "}[half] + (native(hour) if hour else "영") + " 시"
+        if minute or second is not None:
+            said += " " + sino(minute) + " 분"
+        return said + ("" if second is None else " " + sino(second) + " 초")
+
+    def date(self, year: str | None, month: int | None, day: int | None) -> str:
+        parts = [sino(int(year)) + " 년"] if year is not None else []
+        if month is not None:
+            parts.append(_MONTHS.get(month, sino(month) + "월"))
+        if day is not None:
+            parts.append(sino(day) + " 일")
+        return " ".join(parts)
+
+    def slash(self, first: str, second: str) -> str:
+        """12/4 is the 4th of December; what cannot be a date is a fraction (사분의 삼)."""
+        a, b = int(first), int(second)
+        return self.date(None, a, b) if 1 <= a <= 12 and 1 <= b <= 31 else sino(b) + "분의 " + sino(a)
+
+    def percent(self, written: str) -> str:
+        return self.number(written) + " 퍼센트"
+
+    def degrees(self, written: str, scale: str) -> str:
+        said = ("영하 " if written.startswith("-") else "") + self.number(written.lstrip("-")) + " 도"
+        return "화씨 " + said if scale == "F" else said
+
+
+def _counted(count: str, counter: str) -> str:
+    value = int(count)
+    if counter == "번째" and value == 1:
+        return "첫 번째"
+    return native(value) + " " + counter
+
+
+_SPEAKER = Korean()
+_N = rf"(?P<sign>{SIGN})(?P<n>{NUMBER})"
+_RULES = shared_rules(_SPEAKER, [
+    # 오후 3시 30분: the hour native, minutes and seconds Sino-Korean
+    rule(rf"{START}(?P<h>\d{{1,2}})\s?시(?!간)(?:\s?(?P<m>\d{{1,2}})\s?분)?(?:\s?(?P<s>\d{{1,2}})\s?초)?",
+         lambda m: (native(int(m["h"])) if int(m["h"]) else "영") + " 시"
+         + (" " + sino(int(m["m"])) + " 분" if m["m"] else "") + (" " + sino(int(m["s"])) + " 초" if m["s"] else "")),
+    rule(rf"{START}(?P<y>\d+)\s?년\s?(?P<mo>\d{{1,2}})\s?월(?:\s?(?P<d>\d{{1,2}})\s?일)?",
+         lambda m: _SPEAKER.date(m["y"], int(m["mo"]), int(m["d"]) if m["d"] else None)),
+    rule(rf"{START}(?P<mo>\d{{1,2}})\s?월(?:\s?(?P<d>\d{{1,2}})\s?일)?",
+         lambda m: _SPEAKER.date(None, int(m["mo"]), int(m["d"]) if m["d"] else None)
+         if 1 <= int(m["mo"]) <= 12 else None),
+    rule(rf"{START}(?P<c>\d+)\s?(?P<counter>{_NATIVE_COUNTERS})", lambda m: _counted(m["c"], m["counter"])),
+    # 도 after a number is a temperature (영하 삼 도) in the sentences Home Assistant builds
+    rule(rf"{START}(?:(?P<low>{NUMBER}){RANGE})?{_N}\s?도",
+         lambda m: (_SPEAKER.number(plain(m["low"])) + _SPEAKER.to if m["low"] else "")
+         + _SPEAKER.degrees(plain(m["sign"] + m["n"]), "")),
+], pause=", ")
+
+__all__ = ["normalize"]
+
+
+def normalize(sentence: str) -> str:
+    """One sentence in, its spoken form out: Sino-Korean or native numbers as Korean counts them."""
+    return run(_RULES, sentence)
