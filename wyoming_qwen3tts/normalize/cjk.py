@@ -147,6 +147,13 @@ def _date(speaker: Speaker, year: str | None, month: str | None, day: str | None
     return speaker.date(year, int(month) if month else None, int(day) if day else None)
 
 
+def _timestamp(speaker: Speaker, m: re.Match[str]) -> str | None:
+    day, hour, minute = _date(speaker, m["y"], m["mo"], m["d"]), int(m["h"]), int(m["m"])
+    if day is None or hour > 24 or minute > 59:
+        return None
+    return day + " " + speaker.clock(hour, minute, None, None)
+
+
 def _phone(speaker: Speaker, m: re.Match[str], pause: str) -> str:
     groups = re.split(r"[- ]", m["digits"])
     return speaker.plus * bool(m["plus"]) + pause.join(speaker.digits(g) for g in groups)
@@ -173,6 +180,10 @@ def shared_rules(speaker: Speaker, extra: Sequence[Rule], pause: str) -> list[Ru
     return [
         rule(r"(?<![A-Za-z])(?:No|NO|no)\.\s?(?P<n>\d+)(?![0-9.])", lambda m: s.label.format(s.number(m["n"]))),
         rule(r"\s?(?<![A-Za-z])[Vv][Ss]\.?(?![A-Za-z])\s?", lambda m: s.versus),
+        # a timestamp state (2026-12-05T07:12:00+08:00): its date and clock time, the zone left out
+        rule(rf"{START}(?P<y>\d{{4}})-(?P<mo>\d\d)-(?P<d>\d\d)[T ](?P<h>\d\d):(?P<m>\d\d)(?::(?P<s>\d\d))?"
+             r"(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?(?![0-9])",
+             lambda m: _timestamp(s, m)),
         # IP addresses and version numbers: parts joined by the language's "point"
         rule(rf"{START}(?P<v>\d{{1,3}}(?:\.\d{{1,3}}){{3}}){END}(?!\.\d)",
              lambda m: s.point.join(s.ip_part(p) for p in m["v"].split("."))),

@@ -40,7 +40,10 @@ class Chinese(Speaker):
         return "两" if hour == 2 else self.number(str(hour))
 
     def minutes(self, minute: int, second: int | None) -> str:
-        said = "" if minute == 0 and second is None else ("零" if minute < 10 else "") + self.number(str(minute)) + "分"
+        """Minutes under ten keep their zero (零五分); a full hour is 整 (两点整)."""
+        if minute == 0 and second is None:
+            return "整"
+        said = ("零" if minute < 10 else "") + self.number(str(minute)) + "分"
         return said + ("" if second is None else self.number(str(second)) + "秒")
 
     def clock(self, hour: int, minute: int, second: int | None, half: str | None) -> str:
