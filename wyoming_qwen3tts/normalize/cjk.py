@@ -13,12 +13,13 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-# A written amount: 1,234.5 or 1234.5 (CJK text never uses the decimal comma).
-NUMBER = r"(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"
+# A written amount: 1,234.5 or 1234.5 (CJK text never uses the decimal comma). At most 15 digits on either side
+# of the point, within what cn2an and num2words say; a longer run of digits is left as written.
+NUMBER = r"(?:\d{1,3}(?:,\d{3}){1,4}|\d{1,15})(?:\.\d{1,15})?"
 # A minus sign, unless it joins two words or numbers (B-2, 3-5).
 SIGN = r"(?:(?<![A-Za-z0-9])[-−])?"
-# Nothing ASCII glued on the left: "PM2.5", "RTX4090" and "v2" stay as written.
-START = r"(?<![A-Za-z0-9.,/:])"
+# Nothing ASCII glued on the left: "PM2.5", "RTX4090", "A-1" and "v2" stay as written.
+START = r"(?<![A-Za-z0-9.,/:-])"
 END = r"(?![0-9])"
 RANGE = r"\s?[-~〜～–]\s?"
 
@@ -28,6 +29,7 @@ _MARKS = {"am": "am", "a.m.": "am", "上午": "am", "午前": "am", "오전": "a
 _MARK = r"(?:[AaPp]\.?[Mm]\.?|上午|下午|午前|午後|오전|오후)"
 CURRENCY_SIGNS = {"$": "USD", "€": "EUR", "£": "GBP", "₩": "KRW", "元": "CNY", "円": "JPY", "원": "KRW"}
 _CODES = ("USD", "EUR", "GBP", "CNY", "RMB", "JPY", "KRW")
+_CURRENCY_AFTER = r"(?P<cur>[$€£¥￥₩元円원]|" + "|".join(_CODES) + r")(?![A-Za-z])"
 
 Render = Callable[[re.Match[str]], "str | None"]
 
@@ -178,7 +180,7 @@ def shared_rules(speaker: Speaker, extra: Sequence[Rule], pause: str) -> list[Ru
     n = rf"(?P<sign>{SIGN})(?P<n>{NUMBER})"
     low = rf"(?:(?P<low>{NUMBER}){RANGE})?"
     return [
-        rule(r"(?<![A-Za-z])(?:No|NO|no)\.\s?(?P<n>\d+)(?![0-9.])", lambda m: s.label.format(s.number(m["n"]))),
+        rule(r"(?<![A-Za-z])(?:No|NO|no)\.\s?(?P<n>\d{1,9})(?![0-9.])", lambda m: s.label.format(s.number(m["n"]))),
         rule(r"\s?(?<![A-Za-z])[Vv][Ss]\.?(?![A-Za-z])\s?", lambda m: s.versus),
         # a timestamp state (2026-12-05T07:12:00+08:00): its date and clock time, the zone left out
         rule(rf"{START}(?P<y>\d{{4}})-(?P<mo>\d\d)-(?P<d>\d\d)[T ](?P<h>\d\d):(?P<m>\d\d)(?::(?P<s>\d\d))?"
@@ -205,12 +207,12 @@ def shared_rules(speaker: Speaker, extra: Sequence[Rule], pause: str) -> list[Ru
         rule(rf"{START}{low}{n}\s?(?:°\s?(?P<scale>[CF])(?![A-Za-z])|(?P<c>℃)|(?P<f>℉)|°)",
              lambda m: _degrees(s, m)),
         rule(rf"(?P<cur>[$€£¥￥₩])\s?{START}{n}{END}", lambda m: _money(s, m, m["cur"])),
-        rule(rf"{START}{n}\s?(?P<cur>[$€£¥￥₩]|{'|'.join(_CODES)})(?![A-Za-z])", lambda m: _money(s, m, m["cur"])),
+        rule(rf"{START}{n}\s?{_CURRENCY_AFTER}", lambda m: _money(s, m, m["cur"])),
         rule(rf"{START}{low}{n}\s?{_units_pattern(list(s.units))}", lambda m: _quantity(s, m)),
         *extra,
         rule(rf"{START}(?P<a>{NUMBER}){RANGE}(?P<b>{NUMBER}){END}(?![.:])",
              lambda m: s.number(plain(m["a"])) + s.to + s.number(plain(m["b"]))),
-        rule(rf"{START}(?P<w>{SIGN}{NUMBER}){END}", lambda m: s.cardinal(m["w"])),
+        rule(rf"{START}(?P<w>{SIGN}{NUMBER}){END}(?![.,:]\d)", lambda m: s.cardinal(m["w"])),
     ]
 
 

@@ -42,6 +42,9 @@ class Japanese(Speaker):
     def digits(self, written: str) -> str:
         return "".join(kanji(int(d)) for d in written)
 
+    def ip_part(self, part: str) -> str:
+        return self.number(part)  # 百九十二点百六十八点一点一
+
     def clock(self, hour: int, minute: int, second: int | None, half: str | None) -> str:
         said = {None: "", "am": "午前", "pm": "午後"}[half] + kanji(hour) + "時"
         if minute or second is not None:

@@ -105,12 +105,12 @@ _RULES = shared_rules(_SPEAKER, [
     rule(rf"{START}(?P<h>\d{{1,2}})\s?시(?!간)(?:\s?(?P<m>\d{{1,2}})\s?분)?(?:\s?(?P<s>\d{{1,2}})\s?초)?",
          lambda m: (native(int(m["h"])) if int(m["h"]) else "영") + " 시"
          + (" " + sino(int(m["m"])) + " 분" if m["m"] else "") + (" " + sino(int(m["s"])) + " 초" if m["s"] else "")),
-    rule(rf"{START}(?P<y>\d+)\s?년\s?(?P<mo>\d{{1,2}})\s?월(?:\s?(?P<d>\d{{1,2}})\s?일)?",
+    rule(rf"{START}(?P<y>\d{{1,4}})\s?년\s?(?P<mo>\d{{1,2}})\s?월(?:\s?(?P<d>\d{{1,2}})\s?일)?",
          lambda m: _SPEAKER.date(m["y"], int(m["mo"]), int(m["d"]) if m["d"] else None)),
     rule(rf"{START}(?P<mo>\d{{1,2}})\s?월(?:\s?(?P<d>\d{{1,2}})\s?일)?",
          lambda m: _SPEAKER.date(None, int(m["mo"]), int(m["d"]) if m["d"] else None)
          if 1 <= int(m["mo"]) <= 12 else None),
-    rule(rf"{START}(?P<c>\d+)\s?(?P<counter>{_NATIVE_COUNTERS})", lambda m: _counted(m["c"], m["counter"])),
+    rule(rf"{START}(?P<c>\d{{1,15}})\s?(?P<counter>{_NATIVE_COUNTERS})", lambda m: _counted(m["c"], m["counter"])),
     # 도 after a number is a temperature (영하 삼 도) in the sentences Home Assistant builds
     rule(rf"{START}(?:(?P<low>{NUMBER}){RANGE})?{_N}\s?도",
          lambda m: (_SPEAKER.number(plain(m["low"])) + _SPEAKER.to if m["low"] else "")

@@ -86,7 +86,7 @@ _RULES = shared_rules(_SPEAKER, [
          lambda m: (_SPEAKER.number(plain(m["low"])) + "到" if m["low"] else "")
          + _SPEAKER.degrees(plain(m["sign"] + m["n"]), "")),
     rule(rf"{START}2(?=\s?(?:{_LIANG}))", lambda m: "两"),
-    rule(rf"{START}(?P<n>\d+)年", lambda m: _SPEAKER.date(m["n"], None, None)),
+    rule(rf"{START}(?P<n>\d{{1,15}})年", lambda m: _SPEAKER.date(m["n"], None, None)),
 ], pause="，")
 
 __all__ = ["normalize"]

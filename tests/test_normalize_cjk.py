@@ -1,0 +1,133 @@
+"""The Chinese, Japanese and Korean normalisers: Home Assistant's sentences and the cases CJK gets wrong easily.
+
+The data files (tests/data/normalize/{zh,ja,ko}.yaml) hold each sentence with its spoken form written out; the
+Korean native numbers are checked against num2words' own Korean ordinals, not against this project's code.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from pathlib import Path
+
+import pytest
+import yaml
+from num2words import num2words
+
+from wyoming_qwen3tts.normalize import ja, ko, zh
+
+DATA = Path(__file__).parent / "data" / "normalize"
+MODULES = {"zh": zh, "ja": ja, "ko": ko}
+
+
+def cases(language: str) -> list[dict[str, str]]:
+    return list(yaml.safe_load((DATA / f"{language}.yaml").read_text(encoding="utf-8")))
+
+
+def all_cases() -> list[tuple[str, str, str]]:
+    return [(lang, c["text"], c["spoken"]) for lang in MODULES for c in cases(lang)]
+
+
+@pytest.mark.parametrize("language", list(MODULES))
+def test_data_files_hold_enough_home_assistant_sentences(language: str) -> None:
+    entries = cases(language)
+    assert all(set(e) == {"text", "spoken", "source"} for e in entries)
+    from_ha = [e for e in entries if e["source"].startswith("responses/")]
+    assert len(from_ha) >= 30
+    assert any(e["source"] == "tricky" for e in entries)
+
+
+@pytest.mark.parametrize(("language", "text", "spoken"), all_cases())
+def test_sentence_is_said_as_written_out(language: str, text: str, spoken: str) -> None:
+    assert MODULES[language].normalize(text) == spoken
+
+
+@pytest.mark.parametrize(("language", "text", "spoken"), all_cases())
+def test_spoken_form_is_stable(language: str, text: str, spoken: str) -> None:
+    """Normalising what was already said changes nothing: no rule reads another rule's output again."""
+    assert MODULES[language].normalize(spoken) == spoken
+
+
+# Korean: which numeral system, the thing listeners notice
+
+@pytest.mark.parametrize("value", [n for n in range(2, 100) if n != 20])
+def test_korean_native_numbers_agree_with_num2words_ordinals(value: int) -> None:
+    # num2words' ordinal is the native number before 번째 (두 번째, 스물한 번째); its 20 reads 스물, not 스무
+    assert ko.normalize(f"{value}번째") == num2words(value, lang="ko", to="ordinal")
+
+
+@pytest.mark.parametrize(("text", "spoken"), [
+    ("1시", "한 시"), ("4시", "네 시"), ("11시", "열한 시"), ("20시", "스무 시"), ("23:59", "스물세 시 오십구 분"),
+    ("20번째", "스무 번째"), ("1번째", "첫 번째"), ("2시간", "두 시간"), ("3명", "세 명"), ("4살", "네 살"),
+    ("99개", "아흔아홉 개"), ("100개", "백 개"), ("5분", "오분"), ("7초", "칠초"), ("3층", "삼층"), ("3번", "삼번"),
+    ("5월", "오월"), ("6월", "유월"), ("10월", "시월"), ("7:05 AM", "오전 일곱 시 오 분"),
+])
+def test_korean_hours_and_counters_take_native_or_sino_numbers(text: str, spoken: str) -> None:
+    assert ko.normalize(text) == spoken
+
+
+# Chinese: 两 and 二, years digit by digit
+
+@pytest.mark.parametrize(("text", "spoken"), [
+    ("2个", "两个"), ("2小时", "两小时"), ("2点", "两点"), ("2:00", "两点整"), ("2号", "二号"), ("2月", "二月"),
+    ("2层", "二层"), ("12个", "十二个"), ("22点", "二十二点"), ("2026年", "二零二六年"), ("3年", "三年"),
+    ("12:00 AM", "凌晨十二点整"), ("12:30 PM", "中午十二点三十分"), ("14:05:09", "十四点零五分九秒"),
+])
+def test_chinese_numbers_before_measure_words_and_years(text: str, spoken: str) -> None:
+    assert zh.normalize(text) == spoken
+
+
+# Japanese: slashes are dates when they can be
+
+@pytest.mark.parametrize(("text", "spoken"), [
+    ("12/25", "十二月二十五日"), ("13/25", "二十五分の十三"), ("1/32", "三十二分の一"),
+    ("2026/12/04", "二千二十六年十二月四日"), ("2026.12.04", "二千二十六年十二月四日"),
+])
+def test_japanese_slash_is_a_date_or_a_fraction(text: str, spoken: str) -> None:
+    assert ja.normalize(text) == spoken
+
+
+# What the normalisers are unsure of stays as written
+
+@pytest.mark.parametrize("language", list(MODULES))
+@pytest.mark.parametrize("text", [
+    "25:00", "11:75", "PM2.5", "RTX4090", "CO2", "Wi-Fi", "1" * 20, "1,234,567,890,123,456", "¥", "-", "", "v2",
+    "A-1", "B2B",
+])
+def test_unsure_text_is_left_as_written(language: str, text: str) -> None:
+    assert MODULES[language].normalize(text) == text
+
+
+@pytest.mark.parametrize(("language", "text", "spoken"), [
+    ("zh", "Philips Hue 2 已打开，亮度80%", "Philips Hue 二 已打开，亮度百分之八十"),
+    ("ja", "Philips Hue 2がオンになりました", "Philips Hue 二がオンになりました"),
+    ("ko", "Philips Hue 2 조명을 켰습니다", "Philips Hue 이 조명을 켰습니다"),
+    ("zh", "iPhone 15 电量 80 %", "iPhone 十五 电量 百分之八十"),
+])
+def test_latin_names_in_a_cjk_sentence_stay_readable(language: str, text: str, spoken: str) -> None:
+    assert MODULES[language].normalize(text) == spoken
+
+
+@pytest.mark.parametrize("language", list(MODULES))
+def test_a_sentence_takes_well_under_a_millisecond(language: str) -> None:
+    sentences = [c["text"] for c in cases(language)]
+    normalize = MODULES[language].normalize
+    normalize(sentences[0])
+    start = time.perf_counter()
+    for _ in range(5):
+        for sentence in sentences:
+            normalize(sentence)
+    per_sentence = (time.perf_counter() - start) / (5 * len(sentences))
+    assert per_sentence < 1e-3, f"{language}: {per_sentence * 1e6:.0f} µs per sentence"
+
+
+@pytest.mark.parametrize("language", list(MODULES))
+def test_any_text_is_said_without_an_error(language: str) -> None:
+    """Digits, signs and units in any order, long runs included: a sentence never takes the server down."""
+    alphabet = "0123456789０９.,:-/+%％°℃$€¥₩年月日点分时時시분개번째 CFkmWhPaAMvsNo."
+    rng = random.Random(39)
+    normalize = MODULES[language].normalize
+    for _ in range(2000):
+        text = "".join(rng.choice(alphabet) for _ in range(rng.randint(1, 40)))
+        assert isinstance(normalize(text), str)
+    assert normalize("9" * 400 + "." + "9" * 400 + "%") == "9" * 400 + "." + "9" * 400 + "%"
