@@ -75,6 +75,7 @@ class Speaker(ABC):
     versus: str  # "vs."
     units: dict[str, str]  # symbol -> template with {} for the spoken number
     currencies: dict[str, str]  # ISO code -> template with {} for the spoken amount
+    cents: dict[str, str] = {}  # ISO code -> template for hundredths said as such (十二ドル五十セント)
 
     @abstractmethod
     def number(self, written: str) -> str:
@@ -118,9 +119,13 @@ class Speaker(ABC):
         return template.format(said)
 
     def money(self, written: str, code: str) -> str:
+        """An amount in a currency; two decimals are cents where the language says them so."""
         code = "CNY" if code == "RMB" else code
-        template = self.currencies.get(code)
-        return template.format(self.number(money_amount(written))) if template else written + code
+        template, cents = self.currencies[code], self.cents.get(code)
+        whole, _, fraction = plain(written).partition(".")
+        if cents and len(fraction) == 2 and fraction != "00":
+            return template.format(self.number(whole)) + cents.format(self.number(str(int(fraction))))
+        return template.format(self.number(money_amount(written)))
 
     def cardinal(self, written: str) -> str | None:
         """A number with no unit: long digit strings and leading zeros are codes, said digit by digit."""
@@ -206,7 +211,8 @@ def shared_rules(speaker: Speaker, extra: Sequence[Rule], pause: str) -> list[Ru
         rule(rf"{START}{low}{n}\s?[%％]", lambda m: _percent(s, m)),
         rule(rf"{START}{low}{n}\s?(?:°\s?(?P<scale>[CF])(?![A-Za-z])|(?P<c>℃)|(?P<f>℉)|°)",
              lambda m: _degrees(s, m)),
-        rule(rf"(?P<cur>[$€£¥￥₩])\s?{START}{n}{END}", lambda m: _money(s, m, m["cur"])),
+        rule(rf"(?P<cur>[$€£¥￥₩])\s?{START}{n}(?:{RANGE}(?P<high>{NUMBER}))?{END}",
+             lambda m: _money(s, m, m["cur"])),
         rule(rf"{START}{n}\s?{_CURRENCY_AFTER}", lambda m: _money(s, m, m["cur"])),
         rule(rf"{START}{low}{n}\s?{_units_pattern(list(s.units))}", lambda m: _quantity(s, m)),
         *extra,
@@ -229,6 +235,8 @@ def _degrees(s: Speaker, m: re.Match[str]) -> str:
 
 def _money(s: Speaker, m: re.Match[str], sign: str) -> str:
     code = s.sign_for_yen if sign in "¥￥" else CURRENCY_SIGNS.get(sign, sign)
+    if m.groupdict().get("high"):  # $1-5: one to five dollars
+        return s.number(plain(m["sign"] + m["n"])) + s.to + s.money(m["high"], code)
     return s.money(m["sign"] + m["n"], code)
 
 

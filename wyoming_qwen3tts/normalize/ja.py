@@ -31,16 +31,19 @@ class Japanese(Speaker):
     }
     currencies = {"JPY": "{}円", "USD": "{}ドル", "EUR": "{}ユーロ", "GBP": "{}ポンド", "CNY": "{}元",
                   "KRW": "{}ウォン"}
+    cents = {"JPY": "{}銭", "USD": "{}セント", "EUR": "{}セント", "GBP": "{}ペンス"}
 
     def number(self, written: str) -> str:
         """num2words says the integer part; decimals are said digit by digit as written (1.000: 一点零零零)."""
         sign = "マイナス" if written.startswith("-") else ""
         whole, _, fraction = written.lstrip("-").partition(".")
+        if whole == "0" and not fraction:
+            return sign + "ゼロ"  # a zero amount is ゼロ (ゼロ円); 零 stays in 零時 and 零点五
         said = sign + kanji(int(whole))
-        return said + "点" + self.digits(fraction) if fraction else said
+        return said + "点" + "".join(kanji(int(d)) for d in fraction) if fraction else said
 
     def digits(self, written: str) -> str:
-        return "".join(kanji(int(d)) for d in written)
+        return "".join("ゼロ" if d == "0" else kanji(int(d)) for d in written)  # ゼロ九ゼロ, as phone numbers
 
     def ip_part(self, part: str) -> str:
         return self.number(part)  # 百九十二点百六十八点一点一

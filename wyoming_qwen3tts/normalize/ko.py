@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from decimal import Decimal
+
 from num2words import CONVERTER_CLASSES, num2words
 
 from .cjk import NUMBER, RANGE, SIGN, START, Speaker, plain, rule, run, shared_rules
@@ -14,6 +16,12 @@ _NATIVE = CONVERTER_CLASSES["ko"].ords
 _NATIVE_COUNTERS = "개|명|시간|살|마리|번째|가지|잔|병|권|군데|곳|달"
 # Months that drop a sound: 유월 (not 육월), 시월 (not 십월).
 _MONTHS = {6: "유월", 10: "시월"}
+_LIBRARY_CURRENCIES = CONVERTER_CLASSES["ko"].CURRENCY_FORMS
+
+
+def hour(value: int) -> str:
+    """A clock hour: native from one to twelve (세 시, 열두 시), Sino-Korean on the 24-hour side (영 시, 십사 시)."""
+    return native(value) if 1 <= value <= 12 else sino(value)
 
 
 def sino(value: int) -> str:
@@ -32,7 +40,7 @@ def native(value: int) -> str:
 
 class Korean(Speaker):
     point = " 점 "
-    to = "에서 "
+    to = "부터 "
     sign_for_yen = "JPY"
     plus = "플러스 "
     label = "{} 번"
@@ -47,8 +55,18 @@ class Korean(Speaker):
         "µg/m³": "세제곱미터당 {} 마이크로그램", "μg/m³": "세제곱미터당 {} 마이크로그램", "min": "{} 분",
         "h": "{} 시간", "GB": "{} 기가바이트", "MB": "{} 메가바이트", "Mbps": "{} 메가비피에스",
     }
-    currencies = {"KRW": "{} 원", "USD": "{} 달러", "EUR": "{} 유로", "GBP": "{} 파운드", "JPY": "{} 엔",
+    currencies = {"KRW": "{}원", "USD": "{}달러", "EUR": "{} 유로", "GBP": "{} 파운드", "JPY": "{}엔",
                   "CNY": "{} 위안"}
+    cents = {"EUR": " {}센트", "GBP": " {}펜스"}
+
+    def money(self, written: str, code: str) -> str:
+        """num2words says the currencies it knows (만이천오백원, 오달러 구십구센트); the others say the amount."""
+        value = plain(written)
+        forms = _LIBRARY_CURRENCIES.get(code)
+        fraction = value.partition(".")[2]
+        if forms and (not fraction.strip("0") or (forms[1] and len(fraction) <= 2)):
+            return str(num2words(Decimal(value), lang="ko", to="currency", currency=code))
+        return super().money(written, code)
 
     def number(self, written: str) -> str:
         """num2words says the integer part; decimals are said digit by digit as written (1.000: 일 점 영영영)."""
@@ -63,12 +81,12 @@ class Korean(Speaker):
     def ip_part(self, part: str) -> str:
         return self.number(part)  # 백구십이 점 백육십팔 점 영 점 일
 
-    def clock(self, hour: int, minute: int, second: int | None, half: str | None) -> str:
-        """Hours are native (세 시, 열네 시), minutes and seconds Sino-Korean (삼십 분)."""
-        said = {None: "", "am": "오전 ", "pm": "오후 "}[half] + (native(hour) if hour else "영") + " 시"
+    def clock(self, hour_of_day: int, minute: int, second: int | None, half: str | None) -> str:
+        """The hour as `hour` says it, minutes and seconds Sino-Korean (삼십 분)."""
+        said = {None: "", "am": "오전 ", "pm": "오후 "}[half] + hour(hour_of_day) + " 시"
         if minute or second is not None:
             said += " " + sino(minute) + " 분"
-        return said + ("" if second is None else " " + sino(second) + " 초")
+        return said + (" " + sino(second) + " 초" if second else "")  # 00:30:00 is 영 시 삼십 분
 
     def date(self, year: str | None, month: int | None, day: int | None) -> str:
         parts = [sino(int(year)) + " 년"] if year is not None else []
@@ -103,7 +121,7 @@ _N = rf"(?P<sign>{SIGN})(?P<n>{NUMBER})"
 _RULES = shared_rules(_SPEAKER, [
     # 오후 3시 30분: the hour native, minutes and seconds Sino-Korean
     rule(rf"{START}(?P<h>\d{{1,2}})\s?시(?!간)(?:\s?(?P<m>\d{{1,2}})\s?분)?(?:\s?(?P<s>\d{{1,2}})\s?초)?",
-         lambda m: (native(int(m["h"])) if int(m["h"]) else "영") + " 시"
+         lambda m: hour(int(m["h"])) + " 시"
          + (" " + sino(int(m["m"])) + " 분" if m["m"] else "") + (" " + sino(int(m["s"])) + " 초" if m["s"] else "")),
     rule(rf"{START}(?P<y>\d{{1,4}})\s?년\s?(?P<mo>\d{{1,2}})\s?월(?:\s?(?P<d>\d{{1,2}})\s?일)?",
          lambda m: _SPEAKER.date(m["y"], int(m["mo"]), int(m["d"]) if m["d"] else None)),

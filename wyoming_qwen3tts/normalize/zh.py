@@ -20,7 +20,7 @@ class Chinese(Speaker):
     units = {
         "km/h": "每小时{}公里", "m/s": "{}米每秒", "kWh": "{}千瓦时", "Wh": "{}瓦时", "MW": "{}兆瓦", "kW": "{}千瓦",
         "W": "{}瓦", "hPa": "{}百帕", "mbar": "{}毫巴", "Pa": "{}帕", "m²": "{}平方米", "m³": "{}立方米",
-        "mm": "{}毫米", "cm": "{}厘米", "km": "{}公里", "m": "{}米", "kg": "{}公斤", "mg": "{}毫克", "g": "{}克",
+        "mm": "{}毫米", "cm": "{}厘米", "km": "{}公里", "m": "{}米", "kg": "{}千克", "mg": "{}毫克", "g": "{}克",
         "ml": "{}毫升", "mL": "{}毫升", "L": "{}升", "lx": "{}勒克斯", "V": "{}伏", "mA": "{}毫安", "A": "{}安",
         "Hz": "{}赫兹", "dB": "{}分贝", "ppm": "百万分之{}", "µg/m³": "{}微克每立方米", "μg/m³": "{}微克每立方米",
         "min": "{}分钟", "h": "{}小时", "GB": "{}GB", "MB": "{}MB", "Mbps": "{}兆比特每秒",
@@ -40,9 +40,9 @@ class Chinese(Speaker):
         return "两" if hour == 2 else self.number(str(hour))
 
     def minutes(self, minute: int, second: int | None) -> str:
-        """Minutes under ten keep their zero (零五分); a full hour is 整 (两点整)."""
+        """Minutes under ten keep their zero (零五分); a full hour is the hour alone (十二点)."""
         if minute == 0 and second is None:
-            return "整"
+            return ""
         said = ("零" if minute < 10 else "") + self.number(str(minute)) + "分"
         return said + ("" if second is None else self.number(str(second)) + "秒")
 
