@@ -76,6 +76,8 @@ class Speaker(ABC):
     units: dict[str, str]  # symbol -> template with {} for the spoken number
     currencies: dict[str, str]  # ISO code -> template with {} for the spoken amount
     cents: dict[str, str] = {}  # ISO code -> template for hundredths said as such (十二ドル五十セント)
+    slash_dates: bool  # whether 12/4 is a date (Japanese, Korean) or always a fraction (Chinese)
+    percent_words: str  # template with {} for the number
 
     @abstractmethod
     def number(self, written: str) -> str:
@@ -94,11 +96,17 @@ class Speaker(ABC):
         """A calendar date or any of its parts."""
 
     @abstractmethod
-    def slash(self, first: str, second: str) -> str:
-        """'3/4' without a year: a date or a fraction, as the language reads it."""
+    def fraction(self, numerator: int, denominator: int) -> str: ...
 
-    @abstractmethod
-    def percent(self, written: str) -> str: ...
+    def slash(self, first: str, second: str) -> str:
+        """'3/4' without a year: a date where the language writes dates so and it can be one, else a fraction."""
+        a, b = int(first), int(second)
+        if self.slash_dates and 1 <= a <= 12 and 1 <= b <= 31:
+            return self.date(None, a, b)
+        return self.fraction(a, b)
+
+    def percent(self, written: str) -> str:
+        return self.percent_words.format(self.number(written))
 
     @abstractmethod
     def degrees(self, written: str, scale: str) -> str:

@@ -18,6 +18,8 @@ class Japanese(Speaker):
     plus = "プラス"
     label = "{}番"
     versus = "対"
+    slash_dates = True  # 12/4(木) is the 4th of December in Japanese text
+    percent_words = "{}パーセント"
     units = {
         "km/h": "時速{}キロ", "m/s": "秒速{}メートル", "kWh": "{}キロワット時", "Wh": "{}ワット時",
         "MW": "{}メガワット", "kW": "{}キロワット", "W": "{}ワット", "hPa": "{}ヘクトパスカル",
@@ -59,13 +61,8 @@ class Japanese(Speaker):
                 + (kanji(month) + "月" if month is not None else "")
                 + (kanji(day) + "日" if day is not None else ""))
 
-    def slash(self, first: str, second: str) -> str:
-        """12/4 is the 4th of December in Japanese text (12/4(木)); what cannot be a date is a fraction."""
-        a, b = int(first), int(second)
-        return self.date(None, a, b) if 1 <= a <= 12 and 1 <= b <= 31 else kanji(b) + "分の" + kanji(a)
-
-    def percent(self, written: str) -> str:
-        return self.number(written) + "パーセント"
+    def fraction(self, numerator: int, denominator: int) -> str:
+        return kanji(denominator) + "分の" + kanji(numerator)
 
     def degrees(self, written: str, scale: str) -> str:
         return ("華氏" if scale == "F" else "") + self.number(written) + "度"

@@ -45,6 +45,8 @@ class Korean(Speaker):
     plus = "플러스 "
     label = "{} 번"
     versus = " 대 "
+    slash_dates = True  # 12/4 is the 4th of December
+    percent_words = "{} 퍼센트"
     units = {
         "km/h": "시속 {} 킬로미터", "m/s": "초속 {} 미터", "kWh": "{} 킬로와트시", "Wh": "{} 와트시",
         "MW": "{} 메가와트", "kW": "{} 킬로와트", "W": "{} 와트", "hPa": "{} 헥토파스칼", "mbar": "{} 밀리바",
@@ -96,13 +98,8 @@ class Korean(Speaker):
             parts.append(sino(day) + " 일")
         return " ".join(parts)
 
-    def slash(self, first: str, second: str) -> str:
-        """12/4 is the 4th of December; what cannot be a date is a fraction (사분의 삼)."""
-        a, b = int(first), int(second)
-        return self.date(None, a, b) if 1 <= a <= 12 and 1 <= b <= 31 else sino(b) + "분의 " + sino(a)
-
-    def percent(self, written: str) -> str:
-        return self.number(written) + " 퍼센트"
+    def fraction(self, numerator: int, denominator: int) -> str:
+        return sino(denominator) + "분의 " + sino(numerator)
 
     def degrees(self, written: str, scale: str) -> str:
         said = ("영하 " if written.startswith("-") else "") + self.number(written.lstrip("-")) + " 도"

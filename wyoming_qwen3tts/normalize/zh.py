@@ -17,6 +17,8 @@ class Chinese(Speaker):
     plus = "加"
     label = "{}号"
     versus = "对"
+    slash_dates = False  # 3/4 is a fraction (四分之三); Chinese writes dates 3月4日
+    percent_words = "百分之{}"
     units = {
         "km/h": "每小时{}公里", "m/s": "{}米每秒", "kWh": "{}千瓦时", "Wh": "{}瓦时", "MW": "{}兆瓦", "kW": "{}千瓦",
         "W": "{}瓦", "hPa": "{}百帕", "mbar": "{}毫巴", "Pa": "{}帕", "m²": "{}平方米", "m³": "{}立方米",
@@ -62,8 +64,8 @@ class Chinese(Speaker):
             said += self.number(str(day)) + "日"
         return said
 
-    def slash(self, first: str, second: str) -> str:
-        return self.number(second) + "分之" + self.number(first)  # 3/4 is a fraction; dates are written 3月4日
+    def fraction(self, numerator: int, denominator: int) -> str:
+        return self.number(str(denominator)) + "分之" + self.number(str(numerator))
 
     def percent(self, written: str) -> str:
         sign = "负" if written.startswith("-") else ""
