@@ -101,6 +101,21 @@ def test_unsure_text_is_left_as_written(language: str, text: str) -> None:
     assert MODULES[language].normalize(text) == text
 
 
+@pytest.mark.parametrize("language", list(MODULES))
+def test_text_without_digits_or_symbols_is_unchanged(language: str) -> None:
+    """What every language reads the same before the sentence's language is known (normalize/__init__.py)."""
+    for text in ("客厅灯已打开，是的", "ライトがオンになりました。", "조명을 켰습니다, 네",
+                 "中国vs日本 etc No Nr h min", "「はい」と言った", "下午好", "오후에 봐요"):
+        assert MODULES[language].normalize(text) == text
+
+
+@pytest.mark.parametrize(("language", "text"), [
+    ("zh", "上午13:00"), ("ja", "午後13:00"), ("ko", "오후 13:00"), ("ko", "13:00 PM"),
+])
+def test_a_morning_or_afternoon_hour_past_twelve_is_left_as_written(language: str, text: str) -> None:
+    assert MODULES[language].normalize(text) == text
+
+
 @pytest.mark.parametrize(("language", "text", "spoken"), [
     ("zh", "Philips Hue 2 已打开，亮度80%", "Philips Hue 二 已打开，亮度百分之八十"),
     ("ja", "Philips Hue 2がオンになりました", "Philips Hue 二がオンになりました"),

@@ -26,7 +26,10 @@ RANGE = r"\s?[-~〜～–]\s?"
 _FULL_WIDTH = str.maketrans("０１２３４５６７８９％＄＋", "0123456789%$+")
 _MARKS = {"am": "am", "a.m.": "am", "上午": "am", "午前": "am", "오전": "am",
           "pm": "pm", "p.m.": "pm", "下午": "pm", "午後": "pm", "오후": "pm"}
-_MARK = r"(?:[AaPp]\.?[Mm]\.?|上午|下午|午前|午後|오전|오후)"
+_MARK = r"(?:[AaPp]\.?[Mm]\.?)"  # after the time: said before it, in the language's words
+# before the time (下午2:30, 오후 2:30) the language's own word stays where it is; the rule only looks back at it
+_HALF_BEFORE = "上午|下午|午前|午後|오전|오후"
+_MARK_BEFORE = rf"(?:(?<=(?P<before>{_HALF_BEFORE}))|(?<=(?P<spaced>{_HALF_BEFORE})\s))"
 CURRENCY_SIGNS = {"$": "USD", "€": "EUR", "£": "GBP", "₩": "KRW", "元": "CNY", "円": "JPY", "원": "KRW"}
 _CODES = ("USD", "EUR", "GBP", "CNY", "RMB", "JPY", "KRW")
 _CURRENCY_AFTER = r"(?P<cur>[$€£¥￥₩元円원]|" + "|".join(_CODES) + r")(?![A-Za-z])"
@@ -73,6 +76,7 @@ class Speaker(ABC):
     plus: str  # a phone number's leading +
     label: str  # "No. 5": template with {} for the number
     versus: str  # "vs."
+    halves: dict[str, str]  # "am"/"pm" -> the word said before the time
     units: dict[str, str]  # symbol -> template with {} for the spoken number
     currencies: dict[str, str]  # ISO code -> template with {} for the spoken amount
     cents: dict[str, str] = {}  # ISO code -> template for hundredths said as such (十二ドル五十セント)
@@ -88,8 +92,12 @@ class Speaker(ABC):
         """Digit by digit, as phone numbers are said."""
 
     @abstractmethod
-    def clock(self, hour: int, minute: int, second: int | None, half: str | None) -> str:
-        """A time of day; half is 'am', 'pm' or None (24-hour)."""
+    def clock(self, hour: int, minute: int, second: int | None) -> str:
+        """A time of day as written (its hour 0-24, or 1-12 beside a morning or afternoon word)."""
+
+    def half_word(self, hour: int, half: str) -> str:
+        """What 'AM' or 'PM' after a time becomes, said before it."""
+        return self.halves[half]
 
     @abstractmethod
     def date(self, year: str | None, month: int | None, day: int | None) -> str:
@@ -147,11 +155,12 @@ class Speaker(ABC):
 def _clock(speaker: Speaker, m: re.Match[str]) -> str | None:
     hour, minute = int(m["h"]), int(m["m"])
     second = int(m["s"]) if m["s"] else None
-    mark = m["before"] or m["after"]
-    half = _MARKS[mark.lower().replace(" ", "")] if mark else None
+    mark = m["before"] or m["spaced"] or m["after"]
+    half = _MARKS[mark.lower()] if mark else None
     if minute > 59 or (second is not None and second > 59) or hour > (12 if half else 24):
         return None
-    return speaker.clock(hour, minute, second, half)
+    said = speaker.clock(hour, minute, second)
+    return speaker.half_word(hour, half) + said if m["after"] and half else said
 
 
 def _date(speaker: Speaker, year: str | None, month: str | None, day: str | None) -> str | None:
@@ -166,7 +175,7 @@ def _timestamp(speaker: Speaker, m: re.Match[str]) -> str | None:
     day, hour, minute = _date(speaker, m["y"], m["mo"], m["d"]), int(m["h"]), int(m["m"])
     if day is None or hour > 24 or minute > 59:
         return None
-    return day + " " + speaker.clock(hour, minute, None, None)
+    return day + " " + speaker.clock(hour, minute, None)
 
 
 def _phone(speaker: Speaker, m: re.Match[str], pause: str) -> str:
@@ -194,7 +203,7 @@ def shared_rules(speaker: Speaker, extra: Sequence[Rule], pause: str) -> list[Ru
     low = rf"(?:(?P<low>{NUMBER}){RANGE})?"
     return [
         rule(r"(?<![A-Za-z])(?:No|NO|no)\.\s?(?P<n>\d{1,9})(?![0-9.])", lambda m: s.label.format(s.number(m["n"]))),
-        rule(r"\s?(?<![A-Za-z])[Vv][Ss]\.?(?![A-Za-z])\s?", lambda m: s.versus),
+        rule(r"(?<![A-Za-z])[Vv][Ss]\.(?![A-Za-z])", lambda m: s.versus),
         # a timestamp state (2026-12-05T07:12:00+08:00): its date and clock time, the zone left out
         rule(rf"{START}(?P<y>\d{{4}})-(?P<mo>\d\d)-(?P<d>\d\d)[T ](?P<h>\d\d):(?P<m>\d\d)(?::(?P<s>\d\d))?"
              r"(?:\.\d+)?(?:Z|[+-]\d\d:?\d\d)?(?![0-9])",
@@ -213,7 +222,7 @@ def shared_rules(speaker: Speaker, extra: Sequence[Rule], pause: str) -> list[Ru
         rule(rf"{START}(?P<plus>\+)?(?P<digits>\d{{2,4}}(?:[- ]\d{{2,4}}){{2,}}){END}",
              lambda m: _phone(s, m, pause)),
         rule(rf"{START}(?P<a>\d{{1,2}})/(?P<b>\d{{1,2}}){END}(?!/)", lambda m: s.slash(m["a"], m["b"])),
-        rule(rf"(?:(?P<before>{_MARK})\s?)?{START}(?P<h>\d{{1,2}}):(?P<m>\d{{2}})(?::(?P<s>\d{{2}}))?{END}"
+        rule(rf"{_MARK_BEFORE}?{START}(?P<h>\d{{1,2}}):(?P<m>\d{{2}})(?::(?P<s>\d{{2}}))?{END}"
              rf"(?:\s?(?P<after>{_MARK})(?![A-Za-z]))?",
              lambda m: _clock(s, m)),
         rule(rf"{START}{low}{n}\s?[%％]", lambda m: _percent(s, m)),

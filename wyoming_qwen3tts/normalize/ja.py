@@ -18,6 +18,7 @@ class Japanese(Speaker):
     plus = "プラス"
     label = "{}番"
     versus = "対"
+    halves = {"am": "午前", "pm": "午後"}
     slash_dates = True  # 12/4(木) is the 4th of December in Japanese text
     percent_words = "{}パーセント"
     units = {
@@ -50,8 +51,8 @@ class Japanese(Speaker):
     def ip_part(self, part: str) -> str:
         return self.number(part)  # 百九十二点百六十八点一点一
 
-    def clock(self, hour: int, minute: int, second: int | None, half: str | None) -> str:
-        said = {None: "", "am": "午前", "pm": "午後"}[half] + kanji(hour) + "時"
+    def clock(self, hour: int, minute: int, second: int | None) -> str:
+        said = kanji(hour) + "時"
         if minute or second is not None:
             said += kanji(minute) + "分"
         return said + ("" if second is None else kanji(second) + "秒")

@@ -44,7 +44,8 @@ class Korean(Speaker):
     sign_for_yen = "JPY"
     plus = "플러스 "
     label = "{} 번"
-    versus = " 대 "
+    versus = "대"
+    halves = {"am": "오전 ", "pm": "오후 "}
     slash_dates = True  # 12/4 is the 4th of December
     percent_words = "{} 퍼센트"
     units = {
@@ -83,9 +84,9 @@ class Korean(Speaker):
     def ip_part(self, part: str) -> str:
         return self.number(part)  # 백구십이 점 백육십팔 점 영 점 일
 
-    def clock(self, hour_of_day: int, minute: int, second: int | None, half: str | None) -> str:
+    def clock(self, hour_of_day: int, minute: int, second: int | None) -> str:
         """The hour as `hour` says it, minutes and seconds Sino-Korean (삼십 분)."""
-        said = {None: "", "am": "오전 ", "pm": "오후 "}[half] + hour(hour_of_day) + " 시"
+        said = hour(hour_of_day) + " 시"
         if minute or second is not None:
             said += " " + sino(minute) + " 분"
         return said + (" " + sino(second) + " 초" if second else "")  # 00:30:00 is 영 시 삼십 분

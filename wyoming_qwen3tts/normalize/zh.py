@@ -17,6 +17,7 @@ class Chinese(Speaker):
     plus = "加"
     label = "{}号"
     versus = "对"
+    halves = {"am": "上午", "pm": "下午"}
     slash_dates = False  # 3/4 is a fraction (四分之三); Chinese writes dates 3月4日
     percent_words = "百分之{}"
     units = {
@@ -48,11 +49,13 @@ class Chinese(Speaker):
         said = ("零" if minute < 10 else "") + self.number(str(minute)) + "分"
         return said + ("" if second is None else self.number(str(second)) + "秒")
 
-    def clock(self, hour: int, minute: int, second: int | None, half: str | None) -> str:
-        prefix = {None: "", "am": "上午", "pm": "下午"}[half]
-        if hour == 12 and half:
-            prefix = "中午" if half == "pm" else "凌晨"
-        return prefix + self.hour(hour) + "点" + self.minutes(minute, second)
+    def clock(self, hour: int, minute: int, second: int | None) -> str:
+        return self.hour(hour) + "点" + self.minutes(minute, second)
+
+    def half_word(self, hour: int, half: str) -> str:
+        if hour == 12:  # 12 PM is noon, 12 AM midnight
+            return "中午" if half == "pm" else "凌晨"
+        return super().half_word(hour, half)
 
     def date(self, year: str | None, month: int | None, day: int | None) -> str:
         said = ""
