@@ -24,8 +24,7 @@ END = r"(?![0-9])"
 RANGE = r"\s?[-~〜～–]\s?"
 
 _FULL_WIDTH = str.maketrans("０１２３４５６７８９％＄＋", "0123456789%$+")
-_MARKS = {"am": "am", "a.m.": "am", "上午": "am", "午前": "am", "오전": "am",
-          "pm": "pm", "p.m.": "pm", "下午": "pm", "午後": "pm", "오후": "pm"}
+_MARKS = {"am": "am", "上午": "am", "午前": "am", "오전": "am", "pm": "pm", "下午": "pm", "午後": "pm", "오후": "pm"}
 _MARK = r"(?:[AaPp]\.?[Mm]\.?)"  # after the time: said before it, in the language's words
 # before the time (下午2:30, 오후 2:30) the language's own word stays where it is; the rule only looks back at it
 _HALF_BEFORE = "上午|下午|午前|午後|오전|오후"
@@ -125,7 +124,8 @@ class Speaker(ABC):
         return self.digits(part) if len(part) > 2 or (len(part) > 1 and part[0] == "0") else self.number(part)
 
     def ip_part(self, part: str) -> str:
-        return self.version_part(part)
+        """A part of an IP address: a number (Japanese 百九十二, Korean 백구십이)."""
+        return self.number(part)
 
     def quantity(self, template: str, low: str | None, written: str) -> str:
         """A number with its unit; a range says both ends."""
@@ -156,7 +156,7 @@ def _clock(speaker: Speaker, m: re.Match[str]) -> str | None:
     hour, minute = int(m["h"]), int(m["m"])
     second = int(m["s"]) if m["s"] else None
     mark = m["before"] or m["spaced"] or m["after"]
-    half = _MARKS[mark.lower()] if mark else None
+    half = _MARKS[mark.lower().replace(".", "")] if mark else None
     if minute > 59 or (second is not None and second > 59) or hour > (12 if half else 24):
         return None
     said = speaker.clock(hour, minute, second)

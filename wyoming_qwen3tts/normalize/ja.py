@@ -48,9 +48,6 @@ class Japanese(Speaker):
     def digits(self, written: str) -> str:
         return "".join("ゼロ" if d == "0" else kanji(int(d)) for d in written)  # ゼロ九ゼロ, as phone numbers
 
-    def ip_part(self, part: str) -> str:
-        return self.number(part)  # 百九十二点百六十八点一点一
-
     def clock(self, hour: int, minute: int, second: int | None) -> str:
         said = kanji(hour) + "時"
         if minute or second is not None:

@@ -81,9 +81,6 @@ class Korean(Speaker):
     def digits(self, written: str) -> str:
         return "".join("공" if d == "0" else sino(int(d)) for d in written)  # 공: zero in phone numbers and codes
 
-    def ip_part(self, part: str) -> str:
-        return self.number(part)  # 백구십이 점 백육십팔 점 영 점 일
-
     def clock(self, hour_of_day: int, minute: int, second: int | None) -> str:
         """The hour as `hour` says it, minutes and seconds Sino-Korean (삼십 분)."""
         said = hour(hour_of_day) + " 시"
