@@ -62,7 +62,7 @@ def test_korean_native_numbers_agree_with_num2words_ordinals(value: int) -> None
     ("99개", "아흔아홉 개"), ("100개", "백 개"), ("5분", "오분"), ("7초", "칠초"), ("3층", "삼층"), ("3번", "삼번"),
     ("5월", "오월"), ("6월", "유월"), ("10월", "시월"), ("7:05 AM", "오전 일곱 시 오 분"),
     ("오전 10:30:05", "오전 열 시 삼십 분 오 초"), ("00:30:00", "영 시 삼십 분"), ("오후 3시 반", "오후 세 시 반"),
-    ("14시", "십사 시"), ("13시간", "열세 시간"),
+    ("14시", "십사 시"), ("13시간", "열세 시간"), ("12개월", "십이개월"), ("3달", "세 달"),
 ])
 def test_korean_hours_and_counters_take_native_or_sino_numbers(text: str, spoken: str) -> None:
     assert ko.normalize(text) == spoken

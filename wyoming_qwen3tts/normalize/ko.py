@@ -13,7 +13,7 @@ from .cjk import NUMBER, RANGE, SIGN, START, Speaker, plain, rule, run, shared_r
 _NATIVE = CONVERTER_CLASSES["ko"].ords
 # Counters that take native numbers (세 개, 두 시간, 다섯 명); every other counter takes Sino-Korean ones
 # (삼 분, 이 층, 오 번). Up to 99; larger amounts are Sino-Korean whatever the counter.
-_NATIVE_COUNTERS = "개|명|시간|살|마리|번째|가지|잔|병|권|군데|곳|달"
+_NATIVE_COUNTERS = "개(?!월)|명|시간|살|마리|번째|가지|잔|병|권|군데|곳|달"  # 개월 (months) is Sino-Korean
 # Months that drop a sound: 유월 (not 육월), 시월 (not 십월).
 _MONTHS = {6: "유월", 10: "시월"}
 _LIBRARY_CURRENCIES = CONVERTER_CLASSES["ko"].CURRENCY_FORMS
@@ -114,7 +114,7 @@ def _counted(count: str, counter: str) -> str:
 _SPEAKER = Korean()
 _N = rf"(?P<sign>{SIGN})(?P<n>{NUMBER})"
 _RULES = shared_rules(_SPEAKER, [
-    # 오후 3시 30분: the hour native, minutes and seconds Sino-Korean
+    # 오후 3시 30분: the hour as `hour` says it, minutes and seconds Sino-Korean
     rule(rf"{START}(?P<h>\d{{1,2}})\s?시(?!간)(?:\s?(?P<m>\d{{1,2}})\s?분)?(?:\s?(?P<s>\d{{1,2}})\s?초)?",
          lambda m: hour(int(m["h"])) + " 시"
          + (" " + sino(int(m["m"])) + " 분" if m["m"] else "") + (" " + sino(int(m["s"])) + " 초" if m["s"] else "")),
