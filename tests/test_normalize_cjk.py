@@ -75,7 +75,7 @@ def test_korean_hours_and_counters_take_native_or_sino_numbers(text: str, spoken
     ("2层", "二层"), ("12个", "十二个"), ("22点", "二十二点"), ("2026年", "二零二六年"), ("3年", "三年"),
     ("12:00 AM", "凌晨十二点"), ("$1-5", "一到五美元"), ("€5-10", "五到十欧元"), ("25kg", "二十五千克"),
     ("2:30 a.m", "上午两点三十分"), ("9:00pm", "下午九点"),
-    ("12:30 PM", "中午十二点三十分"), ("14:05:09", "十四点零五分九秒"),
+    ("12:30 PM", "中午十二点三十分"), ("14:05:09", "十四点零五分九秒"), ("14:00:05", "十四点零分五秒"),
 ])
 def test_chinese_numbers_before_measure_words_and_years(text: str, spoken: str) -> None:
     assert zh.normalize(text) == spoken

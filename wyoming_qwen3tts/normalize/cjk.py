@@ -76,6 +76,7 @@ class Speaker(ABC):
     label: str  # "No. 5": template with {} for the number
     versus: str  # "vs."
     halves: dict[str, str]  # "am"/"pm" -> the word said before the time
+    degree_word: str  # 度 / 도 written after a number: a temperature in the sentences Home Assistant builds
     units: dict[str, str]  # symbol -> template with {} for the spoken number
     currencies: dict[str, str]  # ISO code -> template with {} for the spoken amount
     cents: dict[str, str] = {}  # ISO code -> template for hundredths said as such (十二ドル五十セント)
@@ -228,6 +229,7 @@ def shared_rules(speaker: Speaker, extra: Sequence[Rule], pause: str) -> list[Ru
         rule(rf"{START}{low}{n}\s?[%％]", lambda m: _percent(s, m)),
         rule(rf"{START}{low}{n}\s?(?:°\s?(?P<scale>[CF])(?![A-Za-z])|(?P<c>℃)|(?P<f>℉)|°)",
              lambda m: _degrees(s, m)),
+        rule(rf"{START}{low}{n}\s?(?P<word>{s.degree_word})", lambda m: _degrees(s, m)),
         rule(rf"(?P<cur>[$€£¥￥₩])\s?{START}{n}(?:{RANGE}(?P<high>{NUMBER}))?{END}",
              lambda m: _money(s, m, m["cur"])),
         rule(rf"{START}{n}\s?{_CURRENCY_AFTER}", lambda m: _money(s, m, m["cur"])),
@@ -245,7 +247,8 @@ def _percent(s: Speaker, m: re.Match[str]) -> str:
 
 
 def _degrees(s: Speaker, m: re.Match[str]) -> str:
-    scale = m["scale"] or ("C" if m["c"] else "F" if m["f"] else "")
+    found = m.groupdict()
+    scale = found.get("scale") or ("C" if found.get("c") else "F" if found.get("f") else "")
     said = s.degrees(plain(m["sign"] + m["n"]), scale)
     return (s.number(plain(m["low"])) + s.to + said) if m["low"] else said
 

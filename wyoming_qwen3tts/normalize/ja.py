@@ -18,6 +18,7 @@ class Japanese(Speaker):
     plus = "プラス"
     label = "{}番"
     versus = "対"
+    degree_word = "度"
     halves = {"am": "午前", "pm": "午後"}
     slash_dates = True  # 12/4(木) is the 4th of December in Japanese text
     percent_words = "{}パーセント"

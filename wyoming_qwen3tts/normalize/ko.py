@@ -6,7 +6,7 @@ from decimal import Decimal
 
 from num2words import CONVERTER_CLASSES, num2words
 
-from .cjk import NUMBER, RANGE, SIGN, START, Speaker, plain, rule, run, shared_rules
+from .cjk import START, Speaker, plain, rule, run, shared_rules
 
 # num2words' table from Sino-Korean words to native forms before a counter (일 -> 한, 이십 -> 스물);
 # its ordinals use it, but it has no native cardinal of its own.
@@ -45,6 +45,7 @@ class Korean(Speaker):
     plus = "플러스 "
     label = "{} 번"
     versus = "대"
+    degree_word = "도"
     halves = {"am": "오전 ", "pm": "오후 "}
     slash_dates = True  # 12/4 is the 4th of December
     percent_words = "{} 퍼센트"
@@ -112,7 +113,6 @@ def _counted(count: str, counter: str) -> str:
 
 
 _SPEAKER = Korean()
-_N = rf"(?P<sign>{SIGN})(?P<n>{NUMBER})"
 _RULES = shared_rules(_SPEAKER, [
     # 오후 3시 30분: the hour as `hour` says it, minutes and seconds Sino-Korean
     rule(rf"{START}(?P<h>\d{{1,2}})\s?시(?!간)(?:\s?(?P<m>\d{{1,2}})\s?분)?(?:\s?(?P<s>\d{{1,2}})\s?초)?",
@@ -124,10 +124,6 @@ _RULES = shared_rules(_SPEAKER, [
          lambda m: _SPEAKER.date(None, int(m["mo"]), int(m["d"]) if m["d"] else None)
          if 1 <= int(m["mo"]) <= 12 else None),
     rule(rf"{START}(?P<c>\d{{1,15}})\s?(?P<counter>{_NATIVE_COUNTERS})", lambda m: _counted(m["c"], m["counter"])),
-    # 도 after a number is a temperature (영하 삼 도) in the sentences Home Assistant builds
-    rule(rf"{START}(?:(?P<low>{NUMBER}){RANGE})?{_N}\s?도",
-         lambda m: (_SPEAKER.number(plain(m["low"])) + _SPEAKER.to if m["low"] else "")
-         + _SPEAKER.degrees(plain(m["sign"] + m["n"]), "")),
 ], pause=", ")
 
 __all__ = ["normalize"]

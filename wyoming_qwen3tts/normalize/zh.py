@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import cn2an
 
-from .cjk import NUMBER, RANGE, SIGN, START, Speaker, plain, rule, run, shared_rules
+from .cjk import START, Speaker, rule, run, shared_rules
 
 # Measure words before which 2 is said 两 (两个, 两小时), not 二; ordinals (二号, 二层, 二月) keep 二.
 _LIANG = "个|台|只|位|件|种|次|盏|把|张|本|辆|条|小时|天|周|分钟|秒钟|岁|间|瓶|杯|份|块"
@@ -17,6 +17,7 @@ class Chinese(Speaker):
     plus = "加"
     label = "{}号"
     versus = "对"
+    degree_word = "度"
     halves = {"am": "上午", "pm": "下午"}
     slash_dates = False  # 3/4 is a fraction (四分之三); Chinese writes dates 3月4日
     percent_words = "百分之{}"
@@ -46,7 +47,7 @@ class Chinese(Speaker):
         """Minutes under ten keep their zero (零五分); a full hour is the hour alone (十二点)."""
         if minute == 0 and second is None:
             return ""
-        said = ("零" if minute < 10 else "") + self.number(str(minute)) + "分"
+        said = ("零" if 0 < minute < 10 else "") + self.number(str(minute)) + "分"
         return said + ("" if second is None else self.number(str(second)) + "秒")
 
     def clock(self, hour: int, minute: int, second: int | None) -> str:
@@ -80,16 +81,12 @@ class Chinese(Speaker):
 
 
 _SPEAKER = Chinese()
-_N = rf"(?P<sign>{SIGN})(?P<n>{NUMBER})"
 _RULES = shared_rules(_SPEAKER, [
     # Home Assistant's own clock: 上午9点05分, 下午2点
     rule(rf"{START}(?P<h>\d{{1,2}})点(?P<m>\d{{1,2}})分(?:(?P<s>\d{{1,2}})秒)?",
          lambda m: _SPEAKER.hour(int(m["h"])) + "点"
          + _SPEAKER.minutes(int(m["m"]), int(m["s"]) if m["s"] else None)),
     rule(rf"{START}(?P<h>\d{{1,2}})点(?![0-9])", lambda m: _SPEAKER.hour(int(m["h"])) + "点"),
-    rule(rf"{START}(?:(?P<low>{NUMBER}){RANGE})?{_N}\s?度",
-         lambda m: (_SPEAKER.number(plain(m["low"])) + "到" if m["low"] else "")
-         + _SPEAKER.degrees(plain(m["sign"] + m["n"]), "")),
     rule(rf"{START}2(?=\s?(?:{_LIANG}))", lambda m: "两"),
     rule(rf"{START}(?P<n>\d{{1,15}})年", lambda m: _SPEAKER.date(m["n"], None, None)),
 ], pause="，")
