@@ -189,8 +189,9 @@ def _quantity(speaker: Speaker, m: re.Match[str]) -> str:
 
 
 def _units_pattern(units: Sequence[str]) -> str:
+    """The unit symbols, longest first; A (amperes) only after a space, as 5A级 is a rating, not a current."""
     names = sorted(units, key=len, reverse=True)
-    return "(?P<unit>" + "|".join(re.escape(u) for u in names) + r")(?![A-Za-z0-9²³])"
+    return "(?P<unit>" + "|".join(r"(?<=\s)A" if u == "A" else re.escape(u) for u in names) + r")(?![A-Za-z0-9²³])"
 
 
 def shared_rules(speaker: Speaker, extra: Sequence[Rule], pause: str) -> list[Rule]:
@@ -217,6 +218,7 @@ def shared_rules(speaker: Speaker, extra: Sequence[Rule], pause: str) -> list[Ru
         rule(rf"{START}(?P<y>\d{{4}})(?:(?P<sep>[-/])(?P<mo>\d{{1,2}})(?P=sep)(?P<d>\d{{1,2}})"
              rf"|\.(?P<mo2>\d\d)\.(?P<d2>\d\d)){END}(?!\.\d)",
              lambda m: _date(s, m["y"], m["mo"] or m["mo2"], m["d"] or m["d2"])),
+        rule(rf"{START}(?P<y>\d{{4}})[-/](?P<mo>\d\d?){END}(?![-/.]\d)", lambda m: _date(s, m["y"], m["mo"], None)),
         rule(rf"(?<![A-Za-z0-9.])[vV]?(?P<v>\d+(?:\.\d+){{2,}}){END}(?!\.\d)",
              lambda m: m.group(0)[: -len(m["v"])] + s.point.join(s.version_part(p) for p in m["v"].split("."))),
         # phone numbers: groups of digits joined by hyphens or spaces, said digit by digit

@@ -86,8 +86,8 @@ _RULES = shared_rules(_SPEAKER, [
     rule(rf"{START}(?P<h>\d{{1,2}})点(?P<m>\d{{1,2}})分(?:(?P<s>\d{{1,2}})秒)?",
          lambda m: _SPEAKER.hour(int(m["h"])) + "点"
          + _SPEAKER.minutes(int(m["m"]), int(m["s"]) if m["s"] else None)),
-    rule(rf"{START}(?P<h>\d{{1,2}})点(?![0-9])", lambda m: _SPEAKER.hour(int(m["h"])) + "点"),
-    rule(rf"{START}2(?=\s?(?:{_LIANG}))", lambda m: "两"),
+    rule(rf"{START}(?<!第)(?P<h>\d{{1,2}})点(?![0-9])", lambda m: _SPEAKER.hour(int(m["h"])) + "点"),
+    rule(rf"{START}(?<!第)2(?=\s?(?:{_LIANG}))", lambda m: "两"),  # 第2个 is 第二个
     rule(rf"{START}(?P<n>\d{{1,15}})年", lambda m: _SPEAKER.date(m["n"], None, None)),
 ], pause="，")
 
