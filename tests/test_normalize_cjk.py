@@ -93,6 +93,26 @@ def test_japanese_slash_is_a_date_or_a_fraction(text: str, spoken: str) -> None:
     assert ja.normalize(text) == spoken
 
 
+# Forms a maintained speech text-normalisation suite's test data (docs/TEXT-cjk.md) gives the same way
+
+@pytest.mark.parametrize(("language", "text", "spoken"), [
+    ("ja", "0kg", "ゼロキロ"), ("ja", "0.05m", "零点零五メートル"), ("ja", "60km/h", "時速六十キロ"),
+    ("ja", "50m/s", "秒速五十メートル"), ("ja", "30°C", "三十度"), ("ja", "午前0時14分", "午前零時十四分"),
+    ("ja", "¥12.50", "十二円五十銭"), ("ja", "$0.99", "ゼロドル九十九セント"),
+    ("ja", "12,345円", "一万二千三百四十五円"),
+    ("ja", "2024/01/30", "二千二十四年一月三十日"), ("ja", "10時から18時", "十時から十八時"),
+    ("ko", "오후3시30분", "오후 세 시 삼십 분"), ("ko", "14:05", "십사 시 오 분"), ("ko", "23:00", "이십삼 시"),
+    ("ko", "24:03:38", "이십사 시 삼 분 삼십팔 초"), ("ko", "₩15000", "만오천원"), ("ko", "$ 200", "이백달러"),
+    ("ko", "¥2000", "이천엔"), ("ko", "-3km", "마이너스 삼 킬로미터"),
+    ("ko", "2024-07-23", "이천이십사 년 칠월 이십삼 일"),
+    ("zh", "$100-500", "一百到五百美元"), ("zh", "38°C", "三十八摄氏度"), ("zh", "-1.2g", "负一点二克"),
+    ("zh", "2002.01.28", "二零零二年一月二十八日"), ("zh", "于5:35:36发射", "于五点三十五分三十六秒发射"),
+    ("zh", "增幅0.4%", "增幅百分之零点四"), ("zh", "210", "二百一十"),
+])
+def test_forms_a_reference_suite_says_the_same_way(language: str, text: str, spoken: str) -> None:
+    assert MODULES[language].normalize(text) == spoken
+
+
 # What the normalisers are unsure of stays as written
 
 @pytest.mark.parametrize("language", list(MODULES))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from num2words import num2words
 
-from .cjk import Speaker, run, shared_rules
+from .cjk import START, Speaker, rule, run, shared_rules
 
 
 def kanji(value: int) -> str:
@@ -67,7 +67,9 @@ class Japanese(Speaker):
         return ("華氏" if scale == "F" else "") + self.number(written) + "度"
 
 
-_RULES = shared_rules(Japanese(), [], pause="、")
+_RULES = shared_rules(Japanese(), [
+    rule(rf"{START}0(?=時)", lambda m: "零"),  # 零時, midnight (ゼロ is for amounts)
+], pause="、")
 
 __all__ = ["normalize"]
 

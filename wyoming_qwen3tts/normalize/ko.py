@@ -68,7 +68,8 @@ class Korean(Speaker):
         value = plain(written)
         forms = _LIBRARY_CURRENCIES.get(code)
         fraction = value.partition(".")[2]
-        if forms and (not fraction.strip("0") or (forms[1] and len(fraction) <= 2)):
+        # whole amounts only where it has no cents (it would say "$200" 이백달러 영센트), cents where it has them
+        if forms and len(fraction) <= 2 and (bool(forms[1]) if fraction.strip("0") else not forms[1]):
             return str(num2words(Decimal(value), lang="ko", to="currency", currency=code))
         return super().money(written, code)
 
@@ -115,8 +116,8 @@ def _counted(count: str, counter: str) -> str:
 _SPEAKER = Korean()
 _RULES = shared_rules(_SPEAKER, [
     # 오후 3시 30분: the hour as `hour` says it, minutes and seconds Sino-Korean
-    rule(rf"{START}(?P<h>\d{{1,2}})\s?시(?!간)(?:\s?(?P<m>\d{{1,2}})\s?분)?(?:\s?(?P<s>\d{{1,2}})\s?초)?",
-         lambda m: hour(int(m["h"])) + " 시"
+    rule(rf"(?P<glued>(?<=오전|오후))?{START}(?P<h>\d{{1,2}})\s?시(?!간)(?:\s?(?P<m>\d{{1,2}})\s?분)?(?:\s?(?P<s>\d{{1,2}})\s?초)?",
+         lambda m: " " * (m["glued"] is not None) + hour(int(m["h"])) + " 시"
          + (" " + sino(int(m["m"])) + " 분" if m["m"] else "") + (" " + sino(int(m["s"])) + " 초" if m["s"] else "")),
     rule(rf"{START}(?P<y>\d{{1,4}})\s?년\s?(?P<mo>\d{{1,2}})\s?월(?:\s?(?P<d>\d{{1,2}})\s?일)?",
          lambda m: _SPEAKER.date(m["y"], int(m["mo"]), int(m["d"]) if m["d"] else None)),
