@@ -50,16 +50,19 @@ def test_spoken_form_is_stable(language: str, text: str, spoken: str) -> None:
 
 # Korean: which numeral system, the thing listeners notice
 
-@pytest.mark.parametrize("value", [n for n in range(2, 100) if n != 20])
+@pytest.mark.parametrize("value", [n for n in [*range(2, 100), 101, 137, 250, 999] if n % 100 != 20])
 def test_korean_native_numbers_agree_with_num2words_ordinals(value: int) -> None:
-    # num2words' ordinal is the native number before 번째 (두 번째, 스물한 번째); its 20 reads 스물, not 스무
+    # num2words' ordinal is the native number before 번째 (두 번째, 스물한 번째, 백 서른일곱 번째);
+    # its 20 reads 스물, not 스무
     assert ko.normalize(f"{value}번째") == num2words(value, lang="ko", to="ordinal")
 
 
 @pytest.mark.parametrize(("text", "spoken"), [
     ("1시", "한 시"), ("4시", "네 시"), ("11시", "열한 시"), ("20시", "이십 시"), ("23:59", "이십삼 시 오십구 분"),
     ("20번째", "스무 번째"), ("1번째", "첫 번째"), ("2시간", "두 시간"), ("3명", "세 명"), ("4살", "네 살"),
-    ("99개", "아흔아홉 개"), ("100개", "백 개"), ("5분", "오분"), ("7초", "칠초"), ("3층", "삼층"), ("3번", "삼번"),
+    ("99개", "아흔아홉 개"), ("100개", "백 개"), ("101개", "백 한 개"), ("120개", "백 스무 개"),
+    ("1005개", "천 다섯 개"),
+    ("5분", "오분"), ("7초", "칠초"), ("3층", "삼층"), ("3번", "삼번"),
     ("5월", "오월"), ("6월", "유월"), ("10월", "시월"), ("7:05 AM", "오전 일곱 시 오 분"),
     ("오전 10:30:05", "오전 열 시 삼십 분 오 초"), ("00:30:00", "영 시 삼십 분"), ("오후 3시 반", "오후 세 시 반"),
     ("14시", "십사 시"), ("13시간", "열세 시간"), ("12개월", "십이개월"), ("3달", "세 달"),

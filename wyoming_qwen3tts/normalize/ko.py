@@ -12,7 +12,7 @@ from .cjk import START, Speaker, plain, rule, run, shared_rules
 # its ordinals use it, but it has no native cardinal of its own.
 _NATIVE = CONVERTER_CLASSES["ko"].ords
 # Counters that take native numbers (세 개, 두 시간, 다섯 명); every other counter takes Sino-Korean ones
-# (삼 분, 이 층, 오 번). Up to 99; larger amounts are Sino-Korean whatever the counter.
+# (삼 분, 이 층, 오 번).
 _NATIVE_COUNTERS = "개(?!월)|명|시간|살|마리|번째|가지|잔|병|권|군데|곳|달"  # 개월 (months) is Sino-Korean
 # Months that drop a sound: 유월 (not 육월), 시월 (not 십월).
 _MONTHS = {6: "유월", 10: "시월"}
@@ -29,8 +29,12 @@ def sino(value: int) -> str:
 
 
 def native(value: int) -> str:
-    """1-99 as said before a counter (한, 두, 스무, 스물한); 0 and above 99 fall back to Sino-Korean."""
-    if not 1 <= value <= 99:
+    """A count as said before a counter (한, 두, 스무, 스물한): the last two digits native, hundreds and more
+    Sino-Korean (백 한 개, 백 개), zero Sino-Korean (영)."""
+    if value >= 100:
+        rest = value % 100
+        return sino(value - rest) + (" " + native(rest) if rest else "")
+    if value == 0:
         return sino(value)
     if value == 20:
         return "스무"
