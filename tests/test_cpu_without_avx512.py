@@ -3,7 +3,7 @@ preset (INT4, precision auto) run under QEMU's user-mode emulator with a CPU mod
 AVX-512 (Skylake-Client-v4: AVX2 and FMA), whose CPUID is all that OpenVINO and the native
 runner see, gives the greedy codes of the same model run natively on the runner's AVX2 copy
 with OpenVINO held to AVX2 — the stand-in `qwen3tts-bench --as-cpu avx2` measures with
-(docs/OPENVINO.md §14, docs/BENCHMARKS.md).
+(docs/OPENVINO.md §15, docs/BENCHMARKS.md).
 
 Opt-in (a minute or two of emulated CPU, and Debian's qemu-user, which CI does not install):
 

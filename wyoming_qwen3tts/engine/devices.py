@@ -7,7 +7,7 @@ device that is not there falls back to the CPU with one warning; the NPU compile
 shapes only, so it may take the codec decoder (its chunk graphs are static) and nothing else.
 A CPU whose oneDNN is held to a smaller instruction set (ONEDNN_MAX_CPU_ISA) is treated as that
 smaller CPU (engine/isa_cap.py). The OpenVINO behaviour behind these rules: docs/OPENVINO.md §3, §4,
-§8, §14.
+§8, §15.
 """
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """What OpenVINO's CPU plugin may use when oneDNN is held to a smaller instruction set
 (`ONEDNN_MAX_CPU_ISA`, how a larger CPU stands in for a smaller one): the plugin reads the
 CPU's own flags in places and oneDNN's capped answer in others, so the precisions and compile
-properties are corrected here to what the smaller CPU itself would get (docs/OPENVINO.md §14)."""
+properties are corrected here to what the smaller CPU itself would get (docs/OPENVINO.md §15)."""
 from __future__ import annotations
 
 import os

@@ -2,7 +2,7 @@
 that CPU would run it — the native runner on that CPU's copy of its kernels (engine.kernels),
 OpenVINO's graphs with oneDNN held to its instruction set (`ONEDNN_MAX_CPU_ISA`, which the
 engine then treats as that CPU: engine/isa_cap.py) — and an audit of what the cap cannot reach:
-the plugin's own kernels that pick their instruction set from the CPU's flags (docs/OPENVINO.md §14)."""
+the plugin's own kernels that pick their instruction set from the CPU's flags (docs/OPENVINO.md §15)."""
 from __future__ import annotations
 
 import os
