@@ -175,6 +175,9 @@ def test_a_cpu_held_to_a_smaller_instruction_set_is_treated_as_that_cpu(monkeypa
     assert resolve_precisions(FakeCore(["CPU"], {"CPU": ZEN4}), "auto", cpus)["decoder"] == "f32"
     assert device_capabilities(FakeCore(AI_PC, {"GPU": ARC_GPU}), "GPU") == ARC_GPU  # a GPU is not capped
     assert "DYNAMIC_QUANTIZATION_GROUP_SIZE" not in compile_config("f32")  # VNNI: activations quantized as there
+    listed = describe_devices(FakeCore(["CPU"], {"CPU": ZEN4}), {})
+    assert "oneDNN held to AVX2_VNNI (ONEDNN_MAX_CPU_ISA): treated as a CPU of that size" in listed
+    assert "auto precision: f32 (no native BF16" in listed and "decoder f32" in listed
     monkeypatch.setenv(ENV, "AVX2")  # no VNNI: its products are not quantized dynamically
     assert compile_config("f32", threads=2)["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == 0
     assert "DYNAMIC_QUANTIZATION_GROUP_SIZE" not in compile_config("f16", device="GPU")

@@ -200,6 +200,8 @@ def describe_devices(core: Any, requested: Mapping[str, str], precision: str = A
         except RuntimeError:
             name = "?"
         lines.append(f"  {device}: {name}")
+        if _kind(device) == "CPU" and (cap := onednn_cap()) is not None:
+            lines.append(f"    oneDNN held to {cap} (ONEDNN_MAX_CPU_ISA): treated as a CPU of that size")
         lines.append(f"    auto precision: {_auto_reason(device, device_capabilities(core, device))}")
         if kernels is not None and _kind(device) == "CPU":
             lines.append("    the native runner's kernels: " + (
