@@ -68,7 +68,7 @@ def test_arguments():
     assert parse_args(["--as-cpu", "avx2", "--kernels", "avx2"]).kernels == "avx2"
     for bad in (["--peers", "vox,torch"], ["--weights", "int2"], ["--streams", "2,4"], ["--precision", "f64"],
                 ["--as-cpu", "avx2", "--kernels", "avx_vnni"], ["--as-cpu", "avx2-vnni", "--precision", "bf16"],
-                ["--as-cpu", "avx2", "--backend", "python"], ["--as-cpu", "sse4"]):
+                ["--as-cpu", "avx2", "--backend", "python"], ["--as-cpu", "sse4"], ["--as-cpu", "avx2", "--together"]):
         with pytest.raises(SystemExit):
             parse_args(bad)
 

@@ -113,6 +113,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         if args.kernels not in ("auto", profile.kernels) or args.backend == "python":
             parser.error(f"--as-cpu {args.as_cpu} runs the native runner's {profile.kernels} kernels: leave out "
                          f"--kernels {args.kernels} and --backend {args.backend}")
+        if args.together:
+            parser.error("--as-cpu measures one model (its report names the stand-in), not --together")
         if args.precision in ("bf16", "f16"):
             parser.error(f"--as-cpu {args.as_cpu}: such a CPU has no native {args.precision}; use auto or f32")
         args.kernels = profile.kernels
