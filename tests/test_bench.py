@@ -17,11 +17,13 @@ import pytest
 import vox  # noqa: F401  (vox-tts, the vox peer: fails loudly when missing)
 
 from qwen3tts_tools.bench import vox_peer
+from qwen3tts_tools.bench.as_cpu import TORCH_ENV
 from qwen3tts_tools.bench.cli import main, parse_args, prepare
 from qwen3tts_tools.bench.report import summary
 from qwen3tts_tools.bench.scenarios import EngineSetup, LevelResult, OursResult, Workload, merged, process_groups
 from qwen3tts_tools.bench.stats import Spread
 from wyoming_qwen3tts.engine.devices import GRAPHS, PRECISIONS
+from wyoming_qwen3tts.engine.isa_cap import ENV
 from wyoming_qwen3tts.model.manifest import FORMAT_VERSION
 
 FRAMES = 10
@@ -62,7 +64,11 @@ def test_arguments():
     assert parse_args(["--peers", "vox,official,vox"]).peers == ("vox", "official")
     assert parse_args([]).peers == ("official", "vox")
     assert parse_args(["--precision", "auto"]).precision == "auto"  # LoadedModel resolves it per graph
-    for bad in (["--peers", "vox,torch"], ["--weights", "int2"], ["--streams", "2,4"], ["--precision", "f64"]):
+    assert parse_args(["--as-cpu", "avx2-vnni"]).kernels == "avx_vnni"  # the smaller CPU's copy of the kernels
+    assert parse_args(["--as-cpu", "avx2", "--kernels", "avx2"]).kernels == "avx2"
+    for bad in (["--peers", "vox,torch"], ["--weights", "int2"], ["--streams", "2,4"], ["--precision", "f64"],
+                ["--as-cpu", "avx2", "--kernels", "avx_vnni"], ["--as-cpu", "avx2-vnni", "--precision", "bf16"],
+                ["--as-cpu", "avx2", "--backend", "python"], ["--as-cpu", "sse4"], ["--as-cpu", "avx2", "--together"]):
         with pytest.raises(SystemExit):
             parse_args(bad)
 
@@ -234,6 +240,28 @@ def test_bench_without_peers_int4_auto(work_dir, tmp_path):
     table = text.split("## One stream")[1].split("\n\n")[1]
     assert "Peers: none" in text and "official" not in table and "generation only" not in table
     assert (out / "bench-tiny.png").read_bytes().startswith(b"\x89PNG")
+
+
+def test_bench_as_a_cpu_without_avx512(work_dir, tmp_path, monkeypatch):
+    """--as-cpu: the runner's kernels for that CPU, OpenVINO held to its instruction set (no
+    BF16: auto runs every graph f32), and the stand-in named in both reports."""
+    for name in (ENV, TORCH_ENV):
+        monkeypatch.delenv(name, raising=False)  # main sets them for its children; undone after the test
+    out = tmp_path / "results"
+    assert main(["--preset", "tiny", "--work-dir", str(work_dir), "-o", str(out), "--frames", str(FRAMES),
+                 "--runs", "1", "--streams", "1", "--bandwidth-mb", "32", "--weights", "int4", "--peers", "none",
+                 "--precision", "auto", "--as-cpu", "avx2-vnni"]) == 0
+    report = json.loads((out / "bench-tiny.json").read_text())
+    ours = report["ours"]
+    assert ours["setup"]["kernels"] == "avx_vnni"
+    assert "avx_vnni" in ours["talker_runtime"] and "avx_vnni" in ours["subcode_runtime"]
+    assert set(report["ours"]["precisions"].values()) == {"f32"}
+    as_cpu = report["as_cpu"]
+    assert as_cpu["name"] == "avx2-vnni" and as_cpu["onednn_isa"] == "AVX2_VNNI" and as_cpu["kernels"] == "avx_vnni"
+    graphs = as_cpu["larger_kernels"]
+    assert "embed" in graphs and any(g.startswith("codec_steady_") for g in graphs)
+    assert not any("Convolution" in kernel or "FullyConnected" in kernel for k in graphs.values() for kernel in k)
+    assert "**As CPU `avx2-vnni`**" in (out / "bench-tiny.md").read_text()
 
 
 def test_together_measures_both_models_and_each_alone(work_dir, tmp_path, capsys):

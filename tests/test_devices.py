@@ -19,6 +19,7 @@ from wyoming_qwen3tts.engine.devices import (
     resolve_precision,
     resolve_precisions,
 )
+from wyoming_qwen3tts.engine.isa_cap import ENV, capped_capabilities, onednn_cap
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.step import ChunkSchedule
 from wyoming_qwen3tts.model.manifest import FORMAT_VERSION, MANIFEST, read_converted
@@ -161,6 +162,34 @@ def test_an_explicit_precision_the_device_lacks_is_kept_and_warned_about(caplog)
     with caplog.at_level(logging.WARNING):
         assert resolve_precision(FakeCore(["CPU"], {"CPU": ZEN4}), "bf16", "CPU") == "bf16"
     assert not caplog.records
+
+
+def test_a_cpu_held_to_a_smaller_instruction_set_is_treated_as_that_cpu(monkeypatch):
+    """Under ONEDNN_MAX_CPU_ISA the plugin still reports the whole CPU's BF16 (and would
+    compute bf16 with kernels oneDNN may no longer run): the engine sees the smaller CPU."""
+    cpus = {"talker": "CPU", "subcode": "CPU", "decoder": "CPU"}
+    monkeypatch.setenv(ENV, "avx2_vnni")
+    assert onednn_cap() == "AVX2_VNNI"
+    assert device_capabilities(FakeCore(["CPU"], {"CPU": AMX_XEON}), "CPU") == [
+        "WINOGRAD", "FP32", "INT8", "BIN", "EXPORT_IMPORT"]
+    assert resolve_precisions(FakeCore(["CPU"], {"CPU": ZEN4}), "auto", cpus)["decoder"] == "f32"
+    assert device_capabilities(FakeCore(AI_PC, {"GPU": ARC_GPU}), "GPU") == ARC_GPU  # a GPU is not capped
+    assert "DYNAMIC_QUANTIZATION_GROUP_SIZE" not in compile_config("f32")  # VNNI: activations quantized as there
+    listed = describe_devices(FakeCore(["CPU"], {"CPU": ZEN4}), {})
+    assert "oneDNN held to AVX2_VNNI (ONEDNN_MAX_CPU_ISA): treated as a CPU of that size" in listed
+    assert "auto precision: f32 (no native BF16" in listed and "decoder f32" in listed
+    monkeypatch.setenv(ENV, "AVX2")  # no VNNI: its products are not quantized dynamically
+    assert compile_config("f32", threads=2)["DYNAMIC_QUANTIZATION_GROUP_SIZE"] == 0
+    assert "DYNAMIC_QUANTIZATION_GROUP_SIZE" not in compile_config("f16", device="GPU")
+    monkeypatch.setenv(ENV, "AVX512_CORE_BF16")
+    assert capped_capabilities(AMX_XEON, onednn_cap()) == ["BF16", "WINOGRAD", "FP32", "INT8", "BIN",
+                                                           "EXPORT_IMPORT"]  # bf16, not yet f16 arithmetic
+    assert "DYNAMIC_QUANTIZATION_GROUP_SIZE" not in compile_config("f32")
+    monkeypatch.setenv(ENV, "all")
+    assert onednn_cap() is None and device_capabilities(FakeCore(["CPU"], {"CPU": AMX_XEON}), "CPU") == AMX_XEON
+    monkeypatch.setenv(ENV, "AVX3")
+    with pytest.raises(ValueError, match="not one of oneDNN's x86 caps"):
+        onednn_cap()
 
 
 def test_an_f32_kv_cache_needs_f32_compute_on_the_cpu():

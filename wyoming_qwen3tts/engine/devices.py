@@ -5,7 +5,9 @@ bf16: every property that changes numbers is therefore set explicitly, and `auto
 each graph's precision from what its device reports, never from OpenVINO's defaults. A
 device that is not there falls back to the CPU with one warning; the NPU compiles static
 shapes only, so it may take the codec decoder (its chunk graphs are static) and nothing else.
-The OpenVINO behaviour behind these rules: docs/OPENVINO.md §3, §4, §8.
+A CPU whose oneDNN is held to a smaller instruction set (ONEDNN_MAX_CPU_ISA) is treated as that
+smaller CPU (engine/isa_cap.py). The OpenVINO behaviour behind these rules: docs/OPENVINO.md §3, §4,
+§8, §15.
 """
 from __future__ import annotations
 
@@ -13,6 +15,8 @@ import logging
 from collections.abc import Callable, Collection, Mapping, Sequence
 from pathlib import Path
 from typing import Any
+
+from .isa_cap import capped_capabilities, capped_properties, onednn_cap
 
 log = logging.getLogger(__name__)
 
@@ -97,11 +101,13 @@ def fastest_precision(device: str, capabilities: Collection[str], graph: str = "
 
 def device_capabilities(core: Any, device: str) -> list[str]:
     """`device`'s OPTIMIZATION_CAPABILITIES (BF16, FP16, ...); none where its plugin cannot
-    answer (a GPU without its runtime)."""
+    answer (a GPU without its runtime). A CPU under a oneDNN cap reports what a CPU of that
+    size would (isa_cap.capped_capabilities)."""
     try:
-        return list(core.get_property(device, "OPTIMIZATION_CAPABILITIES"))
+        capabilities = list(core.get_property(device, "OPTIMIZATION_CAPABILITIES"))
     except RuntimeError:
         return []
+    return capped_capabilities(capabilities, onednn_cap()) if _kind(device) == "CPU" else capabilities
 
 
 def resolve_precision(core: Any, setting: str, device: str, graph: str = "decoder") -> str:
@@ -174,6 +180,8 @@ def compile_config(precision: str = "f32", kv_precision: str | None = None, thre
         config["KV_CACHE_PRECISION"] = kv_precision
     if threads is not None and kind == "CPU":
         config["INFERENCE_NUM_THREADS"] = threads
+    if kind == "CPU":
+        config.update(capped_properties(onednn_cap()))
     if cache_dir is not None and kind != "CPU":
         config["CACHE_DIR"] = str(cache_dir)
     return config
@@ -192,6 +200,8 @@ def describe_devices(core: Any, requested: Mapping[str, str], precision: str = A
         except RuntimeError:
             name = "?"
         lines.append(f"  {device}: {name}")
+        if _kind(device) == "CPU" and (cap := onednn_cap()) is not None:
+            lines.append(f"    oneDNN held to {cap} (ONEDNN_MAX_CPU_ISA): treated as a CPU of that size")
         lines.append(f"    auto precision: {_auto_reason(device, device_capabilities(core, device))}")
         if kernels is not None and _kind(device) == "CPU":
             lines.append("    the native runner's kernels: " + (

@@ -26,6 +26,7 @@ from wyoming_qwen3tts.model.manifest import older_format
 from ..synthetic.presets import PRESETS
 from ..synthetic.writer import write_checkpoint
 from . import together, vox_peer
+from .as_cpu import PROFILES, larger_kernels
 from .limits import frame_bound, graph_reads, read_bandwidth
 from .machine import Contention, machine, versions
 from .official import bench_official
@@ -91,6 +92,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     add_backend_flags(parser, default="auto")  # engine.backend and engine.kernels
     parser.add_argument("--precision", choices=PRECISION_SETTINGS, default="f32",
                         help="our compute precision (auto: per graph and device)")
+    parser.add_argument("--as-cpu", choices=sorted(PROFILES),
+                        help="stand in for a smaller CPU: every stage as it would run there (the runner's kernels "
+                             "for it, OpenVINO held to its instruction set; docs/BENCHMARKS.md)")
     parser.add_argument("--bandwidth-mb", type=int, default=1024, help="buffer read to measure bandwidth")
     parser.add_argument("--codec-lead", action=argparse.BooleanOptionalAction, default=False,
                         help="decode a stream's first 40 ms ahead of the rest of its first frame (engine.codec_lead; "
@@ -104,6 +108,16 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
         parser.error("--frames must be >= 2, --runs and --probe-frames >= 1")
     if args.kernels != "auto" and args.backend == "python":
         parser.error("--kernels needs the native runner (the kernels live in it), not --backend python")
+    if args.as_cpu:
+        profile = PROFILES[args.as_cpu]
+        if args.kernels not in ("auto", profile.kernels) or args.backend == "python":
+            parser.error(f"--as-cpu {args.as_cpu} runs the native runner's {profile.kernels} kernels: leave out "
+                         f"--kernels {args.kernels} and --backend {args.backend}")
+        if args.together:
+            parser.error("--as-cpu measures one model (its report names the stand-in), not --together")
+        if args.precision in ("bf16", "f16"):
+            parser.error(f"--as-cpu {args.as_cpu}: such a CPU has no native {args.precision}; use auto or f32")
+        args.kernels = profile.kernels
     return args
 
 
@@ -161,10 +175,15 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> Report:
     start = time.perf_counter()
     checkpoint, converted = prepare(args)
     vox = prepare_vox(args, checkpoint) if "vox" in args.peers else None
-    contention = Contention.start()  # from here on, every figure is a measurement
-    work = Workload(args.text, args.speaker, args.language, args.frames, args.runs)
     setup = EngineSetup(backend=args.backend, precision=args.precision, threads=args.threads,
                         max_batch=max(args.streams), kernels=args.kernels, codec_lead=args.codec_lead)
+    as_cpu = None
+    if args.as_cpu:
+        larger = run_isolated(larger_kernels, converted, args.precision, args.threads, setup.first_chunk,
+                              setup.steady_chunk)
+        as_cpu = {**dataclasses.asdict(PROFILES[args.as_cpu]), "larger_kernels": larger}
+    contention = Contention.start()  # from here on, every figure is a measurement
+    work = Workload(args.text, args.speaker, args.language, args.frames, args.runs)
     bandwidth = read_bandwidth(args.bandwidth_mb)
     log.info("read bandwidth: %s GB/s", ", ".join(f"{n} thread(s) {s.text()}" for n, s in bandwidth.gb_per_s.items()))
     ours = merged([run_isolated(bench_ours, converted, work, group, setup) for group in process_groups(args.streams)])
@@ -191,7 +210,7 @@ def measure(args: argparse.Namespace, argv: list[str] | None) -> Report:
         bound=bound, ours=ours, official=official, vox=theirs,
         ratios={**({"official": compare_official(ours, official)} if official else {}),
                 **({"vox": compare_vox(ours, theirs)} if theirs else {})},
-        summary=summary(ours, official, theirs))
+        summary=summary(ours, official, theirs), as_cpu=as_cpu)
 
 
 def main_together(args: argparse.Namespace, argv: list[str] | None) -> int:
@@ -214,6 +233,9 @@ def main_together(args: argparse.Namespace, argv: list[str] | None) -> int:
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
     setup_logging(logging.DEBUG if args.debug else logging.INFO)
+    if args.as_cpu:
+        PROFILES[args.as_cpu].apply()  # before any child process starts
+        log.info("standing in for a smaller CPU: %s", PROFILES[args.as_cpu].describe())
     if args.together:
         return main_together(args, argv)
     report = measure(args, argv)

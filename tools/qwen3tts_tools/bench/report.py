@@ -34,6 +34,9 @@ class Report:
     vox: VoxResult | None
     ratios: dict[str, dict[str, float]]  # peer → ours ÷ theirs (> 1: ours is better), one stream each
     summary: dict[str, float | None]  # the headline figures, flat (see summary())
+    # --as-cpu: the smaller CPU stood in for (as_cpu.AsCpu's fields) and "larger_kernels", per
+    # OpenVINO graph the nodes that still ran AVX-512/AMX kernels; None: this CPU as it is
+    as_cpu: dict[str, Any] | None = None
 
     @property
     def one(self) -> LevelResult:
@@ -262,6 +265,19 @@ def _peer_line(peer: OfficialResult | VoxResult) -> str:
     return f"vox: vox-tts {peer.version} ({QUANT} .tmod), {peer.threads} threads"
 
 
+def _as_cpu_lines(as_cpu: dict[str, Any] | None) -> list[str]:
+    """The smaller CPU stood in for, and what of OpenVINO's graphs the cap did not reach."""
+    if as_cpu is None:
+        return []
+    larger = "; ".join(f"{graph}: " + ", ".join(f"{n}× {kernel}" for kernel, n in kernels.items())
+                       for graph, kernels in as_cpu["larger_kernels"].items() if kernels)
+    return [f"- **As CPU `{as_cpu['name']}`** ({as_cpu['cpus']}): the runner's {as_cpu['kernels']} kernels, "
+            f"OpenVINO with ONEDNN_MAX_CPU_ISA={as_cpu['onednn_isa']} (no BF16: auto runs f32), the official "
+            f"peer with ATEN_CPU_CAPABILITY={as_cpu['torch_isa']} and the same oneDNN cap, vox not capped; "
+            f"OpenVINO nodes the cap does not reach (AVX-512/AMX kernels chosen from the CPU's own flags): "
+            f"{larger or 'none'}"]
+
+
 def markdown(r: Report) -> str:
     m, w, o = r.machine, r.workload, r.ours
     flags = ", ".join(f for f, present in m["cpu_flags"].items() if present)
@@ -278,6 +294,7 @@ def markdown(r: Report) -> str:
               f"threads {o.setup.threads or m['cores']}, "
               f"talker {o.talker_runtime}, code predictor {o.subcode_runtime}, "
               f"load {o.load_s:.1f} s",
+              *_as_cpu_lines(r.as_cpu),
               "- Peers: " + ("; ".join(_peer_line(peer) for peer in peers(r).values()) or "none (--peers none)"),
               f"- Command: `{r.command}` ({r.wall_s / 60:.1f} min); while it measured, other processes used "
               f"{r.other_cpu_share:.1%} of the CPU and other virtual machines took {r.steal_share:.1%} (steal)", ""]
