@@ -13,6 +13,7 @@ import openvino as ov
 
 from ..model.checkpoint import TensorStore
 from .expr import T, cat, f32, i64, op
+from .spill import WeightSpill
 
 WEIGHT_FORMATS = ("int8", "int4", "fp16", "fp32")
 
@@ -21,14 +22,16 @@ WEIGHT_FORMATS = ("int8", "int4", "fp16", "fp32")
 class Weights:
     """How numpy weights become graph constants. `fp16` stores half precision and converts
     to f32 in the graph (decompression), `fp32`, `int8` and `int4` store f32 (nncf compresses
-    the MatMul/Gather weights of an `int8` or `int4` graph afterwards)."""
+    the MatMul/Gather weights of an `int8` or `int4` graph afterwards). With a `spill`, the
+    constants beyond its budget live in a scratch file instead of RAM (convert/spill.py)."""
 
     fmt: str = "fp32"
+    spill: WeightSpill | None = None
 
     def __call__(self, array: np.ndarray) -> T:
-        if self.fmt == "fp16":
-            return op.convert(op.constant(np.asarray(array, np.float16)), ov.Type.f32)
-        return op.constant(np.ascontiguousarray(array, np.float32))
+        stored = np.asarray(array, np.float16) if self.fmt == "fp16" else np.ascontiguousarray(array, np.float32)
+        constant = T(self.spill.constant(stored)) if self.spill is not None else op.constant(stored)
+        return op.convert(constant, ov.Type.f32) if self.fmt == "fp16" else constant
 
 
 @dataclass(frozen=True)
