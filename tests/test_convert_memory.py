@@ -66,9 +66,10 @@ def test_the_bounded_conversion_peaks_below_what_the_unbounded_one_needs(checkpo
     bounded = convert_in_child(checkpoint, tmp_path / "bounded", "int8", BUDGET)
     unbounded = convert_in_child(checkpoint, tmp_path / "unbounded", "int8", 2**40, unbounded=True)
     grown = {name: run["peak_mb"] - run["base_mb"] for name, run in (("bounded", bounded), ("unbounded", unbounded))}
-    # before: the table, plus the quantiser's intermediates of its size; now: a few blocks of it
-    assert grown["unbounded"] > 1.5 * table_mb, grown
-    assert grown["bounded"] < 0.75 * table_mb, grown
+    # before: the table widened (and its bf16 pages), plus the quantiser's intermediates of its
+    # size; now: never the whole f32 table, only blocks of it (measured: 727 MB and 225 MB)
+    assert grown["unbounded"] > 2 * table_mb, grown
+    assert grown["bounded"] < table_mb, grown
 
 
 # ----------------------------------------------------------------------------- values read back

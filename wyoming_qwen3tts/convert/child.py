@@ -38,7 +38,7 @@ def _run(conn: Connection, src: str, out: Path, options: dict[str, Any], level: 
         conn.send(("convert", str(e)))
     except CheckpointError as e:
         conn.send(("checkpoint", str(e)))
-    except Exception as e:  # noqa: BLE001 - reported to the parent, which raises it there
+    except Exception as e:  # reported to the parent, which raises it there
         log.exception("conversion failed")
         conn.send(("other", f"{type(e).__name__}: {e}"))
     finally:

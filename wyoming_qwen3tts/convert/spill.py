@@ -16,6 +16,7 @@ import logging
 import mmap
 import os
 import threading
+from collections.abc import Iterable
 from pathlib import Path
 from types import TracebackType
 
@@ -51,20 +52,38 @@ class WeightSpill:
         """A Constant with `array`'s values (C order, its dtype): a copy in RAM while the budget
         lasts, else a view of the tensor written to the scratch file."""
         array = np.ascontiguousarray(array)
-        if self.held + array.nbytes <= self.budget or array.nbytes == 0:
-            self.held += array.nbytes
-            return opset13.constant(array)
+        return self.constant_from_blocks(array.shape, array.dtype, [array])
+
+    def constant_from_blocks(self, shape: tuple[int, ...], dtype: np.dtype | type,
+                             blocks: Iterable[np.ndarray]) -> ov.Node:
+        """A Constant of `shape` whose rows (axis 0) come as `blocks`: past the budget they go to
+        the scratch file one by one, so the whole tensor is never in RAM."""
+        dtype = np.dtype(dtype)
+        nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+        if self.held + nbytes <= self.budget or nbytes == 0:
+            self.held += nbytes
+            whole = np.empty(shape, dtype)
+            filled = 0
+            for block in blocks:  # into place: never the blocks and the whole at once
+                whole.reshape(-1)[filled:filled + block.size] = block.reshape(-1)
+                filled += block.size
+            return opset13.constant(whole)
         offset = -(-self._file.seek(0, os.SEEK_END) // _ALIGN) * _ALIGN
         self._file.seek(offset)
-        self._file.write(array.data)
+        written = 0
+        for block in blocks:
+            block = np.ascontiguousarray(block, dtype)
+            self._file.write(block.data)
+            written += block.nbytes
+        if written != nbytes:
+            raise ValueError(f"blocks of {written} bytes for a tensor of {shape} {dtype} ({nbytes} bytes)")
         self._file.flush()
         # copy-on-write rather than read-only: OpenVINO shares only writable arrays (nothing writes them)
-        view = mmap.mmap(self._file.fileno(), array.nbytes, access=mmap.ACCESS_COPY, offset=offset)
+        view = mmap.mmap(self._file.fileno(), nbytes, access=mmap.ACCESS_COPY, offset=offset)
         with self._lock:
             self._maps.append(view)
-        self.spilled += array.nbytes
-        mapped = np.frombuffer(view, dtype=array.dtype).reshape(array.shape)
-        return opset13.constant(mapped, shared_memory=True)
+        self.spilled += nbytes
+        return opset13.constant(np.frombuffer(view, dtype=dtype).reshape(shape), shared_memory=True)
 
     def trim(self) -> None:
         """Drop every mapped weight page from the process (they stay in the page cache)."""
