@@ -1,4 +1,4 @@
-"""Converting within a memory bound (convert/spill.py, convert/blocked.py; docs/OPENVINO.md §7).
+"""Converting within a memory bound (convert/spill.py, convert/blocked.py; docs/OPENVINO.md §14).
 
 A small-but-not-tiny checkpoint: tiny layers, but the released text vocabulary at width 512, so
 its f32 text table (311 MB) dominates as the real one does. Peaks are measured in child

@@ -5,7 +5,7 @@ intermediates (absolute values, quotients, rounded values: each the table's size
 of the table itself and made the prompt-embedding graph the 0.6B conversion's peak. A per-row
 (per-channel) 8-bit quantiser treats every row on its own — its scale is the row's absolute
 maximum, each value is divided by its own row's scale — so the rows quantised in blocks and
-stacked are the same bytes (docs/OPENVINO.md §7). 4-bit results are left whole: nncf returns
+stacked are the same bytes (docs/OPENVINO.md §14). 4-bit results are left whole: nncf returns
 them packed in OpenVINO tensors of a different kind when it sees the whole constant.
 """
 from __future__ import annotations

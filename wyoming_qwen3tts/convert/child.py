@@ -3,7 +3,7 @@
 Converting leaves the process that did it larger than one that only loads the result: the
 allocator keeps freed arenas, OpenVINO and nncf keep caches and compiled helper models (a
 0.6B INT8 server held 2.65 GB RSS once ready after converting, 2.23 GB started on the files).
-A child process returns all of it to the system when it exits (docs/OPENVINO.md §7). It logs
+A child process returns all of it to the system when it exits (docs/OPENVINO.md §14). It logs
 to the same stderr, graph by graph, and a failure comes back as the exception it raised.
 """
 from __future__ import annotations

@@ -5,7 +5,7 @@ the manifest (written last) and all files are on disk, so OUT is either absent, 
 conversion, or complete — never half-written, whatever interrupts the conversion. Graphs are
 built, compressed and saved one at a time and dropped before the next, and a graph's f32
 weights beyond `weight_budget` bytes live in a scratch file rather than RAM (convert/spill.py),
-which bounds the peak memory (docs/OPENVINO.md §7).
+which bounds the peak memory (docs/OPENVINO.md §14).
 """
 from __future__ import annotations
 

@@ -2,7 +2,7 @@
 
 Widened to float32, a 1.7B talker's matrices alone are 5.6 GB, and nncf holds every original
 Constant of a graph until it has compressed them all, so a graph built in RAM peaks at its full
-f32 size plus the compressed copy (docs/OPENVINO.md §7). Here the first `budget` bytes of a
+f32 size plus the compressed copy (docs/OPENVINO.md §14). Here the first `budget` bytes of a
 graph's matrices stay in RAM; the rest are written to a scratch file, tensor by tensor, and
 mapped back (one mapping per tensor) as Constants that share that memory. Whatever
 reads them (nncf compressing one matrix, the serializer writing the .bin) faults their pages
