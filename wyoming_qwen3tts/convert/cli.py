@@ -48,7 +48,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="comma-separated frame counts of later codec calls to export (default 8,24)")
     parser.add_argument("--weight-budget-mb", type=int, default=WEIGHT_BUDGET // 2**20,
                         help="MB of a graph's f32 weights held in RAM while it is converted; the rest go to a "
-                             "scratch file beside the output (default %(default)s: a 1.7B converts in about 2 GB)")
+                             "scratch file beside the output (default %(default)s: a 1.7B converts in 1.6 GB)")
     parser.add_argument("--revision", help="hub branch, tag or commit (only with a repo id)")
     parser.add_argument("--force", action="store_true", help="replace an existing converted OUT")
     parser.add_argument("--debug", action="store_true", help="debug logging and tracebacks")

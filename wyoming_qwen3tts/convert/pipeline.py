@@ -88,8 +88,8 @@ INT4_GROUP = 128
 INT4_GRAPHS = ("talker", "subcode")
 _PRECISION = {"int8": "int8_sym", "int4": f"int4_sym_g{INT4_GROUP}", "fp16": "fp16", "fp32": "fp32"}
 # f32 weights of one graph held in RAM before the rest go to a scratch file: with the compressed
-# copy, nncf's per-matrix work and the runtime libraries, a full-size 1.7B converts in about 2 GB
-# peak RSS and a 0.6B in about 1.5 (docs/BENCHMARKS.md); an 8 GB box with Home Assistant takes that.
+# copy, nncf's per-matrix work and the libraries, a full-size 1.7B INT4 converts in 1.6 GB peak RSS
+# and a 0.6B INT8 in 1.3 (docs/BENCHMARKS.md), which an 8 GB box beside Home Assistant can give.
 WEIGHT_BUDGET = 512 * 2**20
 
 
