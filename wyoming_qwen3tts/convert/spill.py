@@ -52,7 +52,16 @@ class WeightSpill:
         """A Constant with `array`'s values (C order, its dtype): a copy in RAM while the budget
         lasts, else a view of the tensor written to the scratch file."""
         array = np.ascontiguousarray(array)
+        if self._fits(array.nbytes):
+            return opset13.constant(array)
         return self.constant_from_blocks(array.shape, array.dtype, [array])
+
+    def _fits(self, nbytes: int) -> bool:
+        """Whether a tensor of `nbytes` stays in RAM (counted against the budget if so)."""
+        if self.held + nbytes <= self.budget or nbytes == 0:
+            self.held += nbytes
+            return True
+        return False
 
     def constant_from_blocks(self, shape: tuple[int, ...], dtype: np.dtype | type,
                              blocks: Iterable[np.ndarray]) -> ov.Node:
@@ -60,14 +69,15 @@ class WeightSpill:
         the scratch file one by one, so the whole tensor is never in RAM."""
         dtype = np.dtype(dtype)
         nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-        if self.held + nbytes <= self.budget or nbytes == 0:
-            self.held += nbytes
+        if self._fits(nbytes):
             whole = np.empty(shape, dtype)
             filled = 0
             for block in blocks:  # into place: never the blocks and the whole at once
                 whole.reshape(-1)[filled:filled + block.size] = block.reshape(-1)
                 filled += block.size
-            return opset13.constant(whole)
+            if filled != whole.size:
+                raise ValueError(f"blocks of {filled} values for a tensor of {shape}")
+            return opset13.constant(whole, shared_memory=True)  # the Constant keeps `whole`: no copy
         offset = -(-self._file.seek(0, os.SEEK_END) // _ALIGN) * _ALIGN
         self._file.seek(offset)
         written = 0
