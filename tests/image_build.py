@@ -112,6 +112,10 @@ def requirements(extras: Iterable[str] = ("convert",)) -> list[str]:
     return sorted({*project["dependencies"], *optional, *pyproject["build-system"]["requires"]})
 
 
+# Pure-Python dependencies published as an sdist only: docopt (num2words' command line needs it).
+SOURCE_ONLY = ("docopt",)
+
+
 def wheelhouse(reqs: list[str]) -> Path:
     """Wheels for the image's Python, downloaded on the host (whose pip reaches PyPI)."""
     key = hashlib.sha256("\n".join([IMAGE_PYTHON, *reqs]).encode()).hexdigest()[:12]
@@ -123,7 +127,10 @@ def wheelhouse(reqs: list[str]) -> Path:
         run([_image_python(), "-m", "venv", str(venv)])
     partial = CACHE / "wheels.partial"
     shutil.rmtree(partial, ignore_errors=True)
-    run([str(venv / "bin/python"), "-m", "pip", "download", "--only-binary=:all:", "--dest", str(partial), *reqs])
+    # `pip wheel` saves the published wheels as they are and builds one for each sdist-only
+    # dependency the image could not build offline (SOURCE_ONLY; nothing else from source)
+    run([str(venv / "bin/python"), "-m", "pip", "wheel", "--only-binary=:all:",
+         *[f"--no-binary={name}" for name in SOURCE_ONLY], "--wheel-dir", str(partial), *reqs])
     partial.rename(wheels)
     return wheels
 

@@ -293,16 +293,16 @@ def test_an_f32_kv_cache_with_reduced_compute_is_refused_before_compiling(conver
 
 def test_a_second_start_converts_nothing_and_a_broken_conversion_is_redone(checkpoint_factory, tmp_path,
                                                                          monkeypatch):
-    from wyoming_qwen3tts.convert import pipeline
+    from wyoming_qwen3tts.convert import child, pipeline
 
     calls = []
-    real = pipeline.convert
+    real = child.convert_in_child  # converts in a child process
 
     def counting(*args, **kwargs):
         calls.append(args)
         return real(*args, **kwargs)
 
-    monkeypatch.setattr(pipeline, "convert", counting)
+    monkeypatch.setattr(child, "convert_in_child", counting)
     src = str(checkpoint_factory("tiny", "custom_voice"))
     first = prepare_model(src, tmp_path, "fp32")
     assert first == conversion_dir(src, tmp_path, "fp32") and len(calls) == 1
@@ -324,7 +324,7 @@ def test_a_second_start_converts_nothing_and_a_broken_conversion_is_redone(check
         calls.append(args)
         raise pipeline.ConvertError("no network")
 
-    monkeypatch.setattr(pipeline, "convert", failing)  # converting again fails: the older one still serves
+    monkeypatch.setattr(child, "convert_in_child", failing)  # converting again fails: the older one still serves
     assert prepare_model(src, tmp_path, "fp32") == first and len(calls) == 4
     assert read_converted(first)[0]["format_version"] == 1
     assert conversion_dir(src, tmp_path, "int8") != first  # options are part of the key

@@ -13,22 +13,38 @@ import openvino as ov
 
 from ..model.checkpoint import TensorStore
 from .expr import T, cat, f32, i64, op
+from .spill import WeightSpill
 
 WEIGHT_FORMATS = ("int8", "int4", "fp16", "fp32")
+SPILL_BLOCK_BYTES = 64 * 2**20  # f32 rows widened at a time for a spilled checkpoint tensor
 
 
 @dataclass(frozen=True)
 class Weights:
     """How numpy weights become graph constants. `fp16` stores half precision and converts
     to f32 in the graph (decompression), `fp32`, `int8` and `int4` store f32 (nncf compresses
-    the MatMul/Gather weights of an `int8` or `int4` graph afterwards)."""
+    the MatMul/Gather weights of an `int8` or `int4` graph afterwards). With a `spill`, the
+    constants beyond its budget live in a scratch file instead of RAM (convert/spill.py)."""
 
     fmt: str = "fp32"
+    spill: WeightSpill | None = None
 
     def __call__(self, array: np.ndarray) -> T:
-        if self.fmt == "fp16":
-            return op.convert(op.constant(np.asarray(array, np.float16)), ov.Type.f32)
-        return op.constant(np.ascontiguousarray(array, np.float32))
+        stored = np.asarray(array, np.float16) if self.fmt == "fp16" else np.ascontiguousarray(array, np.float32)
+        constant = T(self.spill.constant(stored)) if self.spill is not None else op.constant(stored)
+        return self._decompressed(constant)
+
+    def load(self, store: TensorStore, name: str) -> T:
+        """Checkpoint tensor `name` as a constant, widened a block of rows at a time when spilling
+        (the f32 text table alone is 1.24 GB)."""
+        if self.spill is None:
+            return self(store.get(name))
+        dtype = np.float16 if self.fmt == "fp16" else np.float32
+        blocks = (block.astype(dtype, copy=False) for block in store.row_blocks(name, SPILL_BLOCK_BYTES))
+        return self._decompressed(T(self.spill.constant_from_blocks(store.shape(name), dtype, blocks)))
+
+    def _decompressed(self, constant: T) -> T:
+        return op.convert(constant, ov.Type.f32) if self.fmt == "fp16" else constant
 
 
 @dataclass(frozen=True)
@@ -59,7 +75,7 @@ class Params:
         return tuple(self.store.shape(self.prefix + name))
 
     def matrix(self, name: str = "weight") -> T:
-        return self.weights(self.array(name))
+        return self.weights.load(self.store, self.prefix + name)
 
     def const(self, name: str = "weight") -> T:
         return f32(self.array(name))

@@ -3,8 +3,9 @@
 Everything is written into a sibling `OUT.partial-<random>` and renamed into place only after
 the manifest (written last) and all files are on disk, so OUT is either absent, the previous
 conversion, or complete — never half-written, whatever interrupts the conversion. Graphs are
-built, compressed and saved one at a time and dropped before the next, which keeps the peak
-memory near the largest single graph (the full-size 0.6B fits well under 24 GiB).
+built, compressed and saved one at a time and dropped before the next, and a graph's f32
+weights beyond `weight_budget` bytes live in a scratch file rather than RAM (convert/spill.py),
+which bounds the peak memory (docs/OPENVINO.md §16).
 """
 from __future__ import annotations
 
@@ -28,12 +29,14 @@ import openvino as ov
 from ..hub import import_hub
 from ..model import manifest as mf
 from ..model.checkpoint import Checkpoint
+from .blocked import row_blocked_quantiser
 from .codec import build_codec_decoder
 from .codec_encoder import build_codec_encoder
 from .codec_stream import build_codec_lead, build_codec_steady
 from .embed_graph import build_embed
 from .ops import WEIGHT_FORMATS, Weights
 from .speaker_encoder import build_speaker_encoder
+from .spill import WeightSpill
 from .subcode import build_subcode
 from .talker import build_talker
 
@@ -84,6 +87,10 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 INT4_GROUP = 128
 INT4_GRAPHS = ("talker", "subcode")
 _PRECISION = {"int8": "int8_sym", "int4": f"int4_sym_g{INT4_GROUP}", "fp16": "fp16", "fp32": "fp32"}
+# f32 weights of one graph held in RAM before the rest go to a scratch file: with the compressed
+# copy, nncf's per-matrix work and the libraries, a full-size 1.7B INT4 converts in 1.6 GB peak RSS
+# and a 0.6B INT8 in 1.3 (docs/BENCHMARKS.md), which an 8 GB box beside Home Assistant can give.
+WEIGHT_BUDGET = 512 * 2**20
 
 
 class ConvertError(RuntimeError):
@@ -144,28 +151,35 @@ def _compress(model: ov.Model, fmt: str) -> ov.Model:
     except ImportError:
         raise ConvertError(f"--weights {fmt} needs nncf: pip install 'wyoming-qwen3tts[convert]' "
                            "(or use --weights fp16)") from None
-    if fmt == "int4":  # a matrix narrower than a group (tiny test models) gets the largest group that fits
-        narrow = nncf.AdvancedCompressionParameters(group_size_fallback_mode=nncf.GroupSizeFallbackMode.ADJUST,
-                                                    min_adjusted_group_size=16)
-        return nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT4_SYM, group_size=INT4_GROUP,
-                                     ratio=1.0, backup_mode=nncf.BackupMode.INT8_SYM, advanced_parameters=narrow)
-    return nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_SYM)
+    with row_blocked_quantiser():
+        if fmt == "int4":  # a matrix narrower than a group (tiny test models) gets the largest group that fits
+            narrow = nncf.AdvancedCompressionParameters(group_size_fallback_mode=nncf.GroupSizeFallbackMode.ADJUST,
+                                                        min_adjusted_group_size=16)
+            return nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT4_SYM, group_size=INT4_GROUP,
+                                         ratio=1.0, backup_mode=nncf.BackupMode.INT8_SYM,
+                                         advanced_parameters=narrow)
+        return nncf.compress_weights(model, mode=nncf.CompressWeightsMode.INT8_SYM)
 
 
-def _convert_graph(name: str, build: Builder, src: Path, fmt: str, work: Path) -> dict[str, Any]:
+def _convert_graph(name: str, build: Builder, src: Path, fmt: str, work: Path, budget: int) -> dict[str, Any]:
     """Build, compress and save one graph; nothing of it stays in memory afterwards."""
     start = time.perf_counter()
     if fmt == "int4" and name not in INT4_GRAPHS:
         fmt = "int8"
     log.info("%s: building (%s weights)", name, fmt)
-    model = build(Checkpoint(src), Weights(fmt))  # a fresh checkpoint: its mapped pages go with it
-    if fmt in ("int8", "int4"):
-        log.info("%s: built in %.1f s; %s weight compression", name, time.perf_counter() - start, _PRECISION[fmt])
-        model = _compress(model, fmt)
-    entry = mf.describe_graph(model, f"{name}.xml", _PRECISION[fmt])
-    ov.save_model(model, work / entry["xml"], compress_to_fp16=False)
-    del model
-    gc.collect()
+    with WeightSpill(work / f".{name}.spill", budget) as spill:
+        model = build(Checkpoint(src), Weights(fmt, spill))  # a fresh checkpoint: its mapped pages go with it
+        if spill.spilled:
+            log.info("%s: %.0f MB of weights in RAM, %.0f MB in a scratch file", name, spill.held / 1e6,
+                     spill.spilled / 1e6)
+        if fmt in ("int8", "int4"):
+            log.info("%s: built in %.1f s; %s weight compression", name, time.perf_counter() - start,
+                     _PRECISION[fmt])
+            model = _compress(model, fmt)
+        entry = mf.describe_graph(model, f"{name}.xml", _PRECISION[fmt])
+        ov.save_model(model, work / entry["xml"], compress_to_fp16=False)
+        del model
+        gc.collect()
     entry["xml_bytes"] = (work / entry["xml"]).stat().st_size
     entry["bin_bytes"] = (work / entry["bin"]).stat().st_size
     log.info("%s: %s + %s, %.1f MB, in %.1f s (peak RSS so far %.2f GB)", name, entry["xml"], entry["bin"],
@@ -236,8 +250,9 @@ def _publish(work: Path, out: Path, force: bool) -> None:
 
 def convert(src: str | Path, out: Path, weights: str = "int8", force: bool = False,
             revision: str | None = None, codec_weights: str = "fp32", first_chunks: Sequence[int] = FIRST_CHUNKS,
-            steady_chunks: Sequence[int] = STEADY_CHUNKS) -> Path:
-    """Convert checkpoint `src` (directory or hub repo id) into `out`; returns `out`."""
+            steady_chunks: Sequence[int] = STEADY_CHUNKS, weight_budget: int = WEIGHT_BUDGET) -> Path:
+    """Convert checkpoint `src` (directory or hub repo id) into `out`; returns `out`.
+    weight_budget: bytes of a graph's f32 weights held in RAM (the rest in a scratch file)."""
     if weights not in WEIGHT_FORMATS:
         raise ConvertError(f"unknown weight format {weights!r} (expected one of {', '.join(WEIGHT_FORMATS)})")
     if codec_weights not in CODEC_FORMATS:
@@ -261,7 +276,7 @@ def convert(src: str | Path, out: Path, weights: str = "int8", force: bool = Fal
     work.mkdir()
     start = time.perf_counter()
     try:
-        graphs = {name: _convert_graph(name, build, root, fmt, work) for name, build, fmt in plan}
+        graphs = {name: _convert_graph(name, build, root, fmt, work, weight_budget) for name, build, fmt in plan}
         files = _copy_runtime_files(root, work)
         created = datetime.now(timezone.utc).isoformat(timespec="seconds")
         options = {"weights": weights, "codec_weights": codec_weights, "first_chunks": sorted(set(first_chunks)),

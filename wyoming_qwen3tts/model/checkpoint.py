@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import logging
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -94,7 +94,22 @@ class TensorStore:
         if shape is not None:
             self.check(name, shape)
         f = self._file(name)
-        return to_float32(f.raw(name), f.info(name).dtype)
+        array = to_float32(f.raw(name), f.info(name).dtype)
+        f.release(name)  # copied: its mapped pages are not needed again
+        return array
+
+    def row_blocks(self, name: str, block_bytes: int) -> Iterator[np.ndarray]:
+        """The tensor as float32 blocks of rows (axis 0) of about `block_bytes` each, each block's
+        mapped pages dropped once it is converted: a large table never exists whole in f32."""
+        f = self._file(name)
+        raw = f.raw(name)
+        if raw.ndim == 0 or raw[:1].size == 0:
+            yield to_float32(raw, f.info(name).dtype)
+            return
+        rows = max(1, block_bytes // (raw[:1].size * 4))
+        for lo in range(0, raw.shape[0], rows):
+            yield to_float32(raw[lo:lo + rows], f.info(name).dtype)
+            f.release(name, slice(lo, lo + rows))
 
     def rows(self, name: str, index: Iterable[int]) -> np.ndarray:
         """Selected rows of a 2-D tensor as float32, reading only those rows (embedding lookups)."""

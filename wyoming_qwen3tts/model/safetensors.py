@@ -7,6 +7,7 @@ bfloat16 has no numpy dtype; it is read as uint16 and widened to float32 exactly
 from __future__ import annotations
 
 import json
+import mmap
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
@@ -86,7 +87,12 @@ class SafetensorsFile:
             if end - begin != nbytes or self._data_start + end > size:
                 raise SafetensorsError(f"{self.path}: tensor {name} has inconsistent offsets")
             self._entries[name] = (dtype, shape, begin, end)
-        self._map = np.memmap(self.path, dtype=np.uint8, mode="r") if size > self._data_start else None
+        self._mmap: mmap.mmap | None = None
+        self._map: np.ndarray | None = None
+        if size > self._data_start:
+            with open(self.path, "rb") as f:  # the mapping outlives the descriptor
+                self._mmap = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+            self._map = np.frombuffer(self._mmap, np.uint8)
 
     def names(self) -> list[str]:
         return list(self._entries)
@@ -103,6 +109,22 @@ class SafetensorsFile:
         assert self._map is not None
         buf = self._map[self._data_start + begin : self._data_start + end]
         return buf.view(_STORAGE[dtype]).reshape(shape)
+
+    def release(self, name: str, rows: slice = slice(None)) -> None:
+        """Drop the whole pages of tensor `name` (of its `rows`) from this process: read once
+        and converted, a 1.7B checkpoint's pages would otherwise stay resident as long as the
+        file is open (they stay in the page cache; a later read faults them back in)."""
+        dtype, shape, begin, end = self._entries[name]
+        if self._mmap is None or begin == end or not hasattr(self._mmap, "madvise"):
+            return
+        row = (end - begin) // shape[0] if shape and shape[0] else end - begin
+        first, last, _ = rows.indices(shape[0] if shape else 1)
+        start = self._data_start + begin + first * row
+        stop = self._data_start + begin + last * row
+        start = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE  # whole pages only: neighbours keep theirs
+        stop = stop // mmap.PAGESIZE * mmap.PAGESIZE
+        if stop > start:
+            self._mmap.madvise(mmap.MADV_DONTNEED, start, stop - start)
 
 
 def to_float32(raw: np.ndarray, dtype: str) -> np.ndarray:

@@ -64,8 +64,10 @@ def prepare_model(source: str, data_dir: Path, weights: str = "int8") -> Path:
 
 
 def _convert(source: str, out: Path, weights: str) -> Path:
+    """Converts in a child process (convert/child.py): the server keeps none of its memory."""
     try:
-        from ..convert.pipeline import ConvertError, convert
+        from ..convert.child import convert_in_child
+        from ..convert.pipeline import ConvertError
     except ImportError as e:
         raise ModelSourceError(f"converting {source} needs the conversion extra: "
                                f"pip install 'wyoming-qwen3tts[convert]' ({e})") from None
@@ -74,7 +76,7 @@ def _convert(source: str, out: Path, weights: str) -> Path:
     repo, _, revision = source.partition("@")
     try:
         if path.is_dir():
-            return convert(str(path), out, weights=weights, force=out.exists())
-        return convert(repo, out, weights=weights, force=out.exists(), revision=revision or None)
+            return convert_in_child(str(path), out, weights=weights, force=out.exists())
+        return convert_in_child(repo, out, weights=weights, force=out.exists(), revision=revision or None)
     except ConvertError as e:
         raise ModelSourceError(f"--model {source}: {e}") from None
