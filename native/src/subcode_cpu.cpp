@@ -19,17 +19,19 @@ constexpr int64_t kTopKMax = 64;  // convert/subcode.py's TOP_K_MAX: sampled row
 
 }  // namespace
 
-SubcodeCpu::SubcodeCpu(const ov::Model& model, std::shared_ptr<ThreadTeam> team, const Kernels& kernels)
-    : SubcodeCpu(NamedWeights(model, "subcode"), std::move(team), kernels) {}
+SubcodeCpu::SubcodeCpu(const ov::Model& model, std::shared_ptr<ThreadTeam> team, const Kernels& kernels,
+                       std::shared_ptr<const void> weights_owner)
+    : SubcodeCpu(NamedWeights(model, "subcode"), std::move(team), kernels, std::move(weights_owner)) {}
 
-SubcodeCpu::SubcodeCpu(const NamedWeights& w, std::shared_ptr<ThreadTeam> team, const Kernels& kernels)
+SubcodeCpu::SubcodeCpu(const NamedWeights& w, std::shared_ptr<ThreadTeam> team, const Kernels& kernels,
+                       const std::shared_ptr<const void>& weights_owner)
     : stack_(w, kernels), team_(std::move(team)) {
   for (int64_t g = 0; w.has("head" + std::to_string(g)); ++g) {
     heads_.push_back(w.matrix("head" + std::to_string(g), kernels));
-    tables_.push_back(w.table("embedding" + std::to_string(g), kernels));
+    tables_.push_back(w.table("embedding" + std::to_string(g), weights_owner));
   }
   w.require(!heads_.empty(), "no output heads");
-  tables_.push_back(w.table("talker_embedding", kernels));
+  tables_.push_back(w.table("talker_embedding", weights_owner));
   vocab_ = heads_[0]->rows();
   talker_hidden_ = tables_.back()->cols();
   const int64_t hidden = stack_.hidden;
@@ -230,6 +232,7 @@ void SubcodeCpu::run(const SubcodeBatch& b, std::vector<float>* first_logits) {
       team_->barrier();
     }
   });
+  for (const auto& table : tables_) table->release();  // the rows read: back to the page cache
   if (first_logits) first_logits->assign(w.first_logits.begin(), w.first_logits.end());
 }
 
