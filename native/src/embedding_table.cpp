@@ -3,8 +3,6 @@
 #include <stdexcept>
 #include <utility>
 
-#include "qwen3tts/mapped_ir.hpp"
-
 namespace qwen3tts {
 
 EmbeddingTable::EmbeddingTable(std::shared_ptr<ov::op::v0::Constant> q, const ov::op::v0::Constant& scale,
@@ -25,7 +23,5 @@ void EmbeddingTable::row(int64_t n, float* out) const {
   const int8_t* q = values_ + n * cols_;
   for (int64_t k = 0; k < cols_; ++k) out[k] = static_cast<float>(q[k]) * scales_[n];
 }
-
-void EmbeddingTable::release() const { release_mapped(values_, static_cast<size_t>(rows_ * cols_)); }
 
 }  // namespace qwen3tts

@@ -56,9 +56,7 @@ std::unique_ptr<QuantizedMatrix> NamedWeights::matrix(const std::string& name, c
 
 std::unique_ptr<EmbeddingTable> NamedWeights::table(const std::string& name, std::shared_ptr<const void> owner) const {
   auto [q, scale] = compressed(name);
-  auto t = std::make_unique<EmbeddingTable>(q, *scale, std::move(owner));  // throws unless INT8
-  t->release();  // read in place: resident only while a call reads it
-  return t;
+  return std::make_unique<EmbeddingTable>(q, *scale, std::move(owner));  // throws unless INT8
 }
 
 LayerStack::LayerStack(const NamedWeights& w, const Kernels& k) : kernels(k) {

@@ -9,6 +9,7 @@
 // microseconds per row. Only the per-row scales are copied.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -29,9 +30,9 @@ class EmbeddingTable {
   int64_t cols() const { return cols_; }
   // Row n dequantized, q · scale.
   void row(int64_t n, float* out) const;
-  // Hands the table's resident file pages back (nothing where it is not in a mapping of the
-  // runner's own). Never changes a number: a dropped page is read again from the file.
-  void release() const;
+  // Where the rows are: what release_mapped (mapped_ir.hpp) hands back.
+  const void* data() const { return values_; }
+  size_t bytes() const { return static_cast<size_t>(rows_ * cols_); }
 
  private:
   std::shared_ptr<ov::op::v0::Constant> q_;

@@ -73,7 +73,12 @@ class SubcodeCpu : public SubcodeExecutor {
   std::vector<float> projection_bias_;
   std::unique_ptr<QuantizedMatrix> projection_;
   std::vector<std::unique_ptr<QuantizedMatrix>> heads_;
+  // Hands the tables' file pages back (embedding_table.hpp): after loading and after each call.
+  void release_tables() const;
+
   std::vector<std::unique_ptr<EmbeddingTable>> tables_;  // codebooks 1..15, then the talker's codebook 0
+  const char* tables_begin_ = nullptr;  // the range of the weights file that holds every table
+  size_t tables_bytes_ = 0;
   int64_t talker_hidden_ = 0, vocab_ = 0;
   std::vector<float> cos_, sin_;  // [position][head dim / 2] RoPE at positions 0..steps
   std::shared_ptr<ThreadTeam> team_;
