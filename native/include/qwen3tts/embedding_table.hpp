@@ -4,9 +4,10 @@
 // A frame reads one row of each of the 16 tables, so a private copy of them (1.7B: 69 MB,
 // 0.6B: 35 MB) is memory the runner holds for a few kB of reads per frame. The table's rows
 // stay where the converted IR has them (nncf's INT8_SYM: i8 [N, K], one scale per row), in
-// the runner's own mapping of the weights file (mapped_ir.hpp), and release() hands the pages
-// read back after each call; the next read faults them in again from the page cache, a few
-// microseconds per row. Only the per-row scales are copied.
+// the runner's own mapping of the weights file (mapped_ir.hpp), and the code predictor hands the
+// pages read back after each call (release_mapped over data()..bytes() of all its tables); the
+// next read faults them in again from the page cache, a few microseconds per row. Only the
+// per-row scales are copied.
 #pragma once
 
 #include <cstddef>
