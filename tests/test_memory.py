@@ -83,3 +83,25 @@ def test_lead_and_text_table_pages_go_once_read(model_dir):
         assert resident_kb(model_dir).get("embed.bin", 0) * 1024 < table, resident_kb(model_dir)
     finally:
         engine.close()
+
+
+def test_code_predictor_tables_are_read_in_place(model_dir):
+    """The runner's own code predictor reads its codebook tables (a row per code) where
+    subcode.bin has them, over a mapping it keeps, and hands the pages back after each call:
+    no private copy, and no file page left resident (native/include/qwen3tts/embedding_table.hpp)."""
+    model = LoadedModel(model_dir, precision="f32", kv_precision="u8")
+    engine = Scheduler(model, EngineConfig(kv_blocks=16, max_frames=12, backend="native"))
+    try:
+        assert engine.runner.subcode_runtime.startswith("subcode_cpu"), engine.runner.subcode_runtime
+        params = SamplingParams.from_defaults(model.spec.generation, seed=2)
+        stream = engine.submit(VoiceRequest("Hello there, again.", "english", "ryan"), params, max_frames=10)
+        while not stream.done:
+            engine.tick()
+            resident = resident_kb(model_dir)
+            assert "subcode.bin" in resident, "the tables are read in place: the mapping stays with the runner"
+            # whole pages are handed back: at most a table's first and last page (shared with a neighbour) stay
+            assert resident["subcode.bin"] <= 2 * 4 * 16, resident
+        assert engine.metrics().frames_total > 0 and sum(len(c.pcm) for c in stream) > 0  # the tables were read
+    finally:
+        engine.close()
+    assert "subcode.bin" not in resident_kb(model_dir)  # closing unmaps it

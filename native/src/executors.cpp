@@ -56,8 +56,8 @@ std::unique_ptr<SubcodeExecutor> ExecutorLoader::subcode(int64_t talker_hidden) 
   std::string why = refused(config_.subcode_device);
   std::unique_ptr<SubcodeExecutor> executor;
   if (own(why, hooks_.subcode_graph)) {
-    try {
-      executor = std::make_unique<SubcodeCpu>(*ir.model(), team(), *kernels_);
+    try {  // its codebook tables are read in place: the mapping stays with it, the model goes
+      executor = std::make_unique<SubcodeCpu>(*ir.model(), team(), *kernels_, ir.mapping());
     } catch (const std::invalid_argument& e) {
       why = e.what();
     }

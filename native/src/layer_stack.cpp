@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cmath>
 #include <stdexcept>
+#include <utility>
 
 #include "qwen3tts/int4_weights.hpp"
 #include "qwen3tts/mapped_ir.hpp"
@@ -53,11 +54,9 @@ std::unique_ptr<QuantizedMatrix> NamedWeights::matrix(const std::string& name, c
   return m;
 }
 
-std::unique_ptr<Int8Weights> NamedWeights::table(const std::string& name, const Kernels& kernels) const {
+std::unique_ptr<EmbeddingTable> NamedWeights::table(const std::string& name, std::shared_ptr<const void> owner) const {
   auto [q, scale] = compressed(name);
-  auto t = std::make_unique<Int8Weights>(*q, *scale, kernels);  // throws unless INT8
-  release_mapped(q->get_data_ptr(), q->get_byte_size());
-  return t;
+  return std::make_unique<EmbeddingTable>(q, *scale, std::move(owner));  // throws unless INT8
 }
 
 LayerStack::LayerStack(const NamedWeights& w, const Kernels& k) : kernels(k) {

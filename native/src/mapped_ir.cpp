@@ -81,6 +81,27 @@ void release_mapped(const void* data, size_t bytes) {
   }
 }
 
+// One mapping of a weights file, unmapped when its last owner (the MappedIr, or a table read
+// in place: MappedIr::mapping()) lets go.
+struct MappedIr::Mapping {
+  void* data = nullptr;
+  size_t size = 0;
+  Mapping(void* d, size_t n) : data(d), size(n) {
+    try {
+      add_mapping(data, size);
+    } catch (...) {
+      ::munmap(data, size);
+      throw;
+    }
+  }
+  ~Mapping() {
+    remove_mapping(data);
+    ::munmap(data, size);
+  }
+  Mapping(const Mapping&) = delete;
+  Mapping& operator=(const Mapping&) = delete;
+};
+
 MappedIr::MappedIr(ov::Core& core, const std::string& xml_path) {
   const std::string bin_path = xml_path.substr(0, xml_path.rfind('.')) + ".bin";
   FileDescriptor file{::open(bin_path.c_str(), O_RDONLY | O_CLOEXEC)};
@@ -90,41 +111,30 @@ MappedIr::MappedIr(ov::Core& core, const std::string& xml_path) {
   size_ = static_cast<size_t>(info.st_size);
   ov::Tensor weights(ov::element::u8, {0});
   if (size_ > 0) {
-    data_ = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
-    if (data_ == MAP_FAILED) {
-      data_ = nullptr;
-      throw os_error("cannot map", bin_path);
-    }
-    weights = ov::Tensor(ov::element::u8, {size_}, data_);  // a view: OpenVINO shares, never copies, it
+    void* data = ::mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, file.fd, 0);
+    if (data == MAP_FAILED) throw os_error("cannot map", bin_path);
+    mapping_ = std::make_shared<Mapping>(data, size_);
+    weights = ov::Tensor(ov::element::u8, {size_}, data);  // a view: OpenVINO shares, never copies, it
   }
-  try {
-    model_ = core.read_model(read_text(xml_path), weights);
-  } catch (...) {
-    if (data_) ::munmap(data_, size_);
-    throw;
-  }
-  if (data_) add_mapping(data_, size_);
+  model_ = core.read_model(read_text(xml_path), weights);
 }
 
 MappedIr::MappedIr(MappedIr&& other) noexcept
-    : data_(other.data_), size_(other.size_), model_(std::move(other.model_)) {
-  other.data_ = nullptr;
+    : size_(other.size_), mapping_(std::move(other.mapping_)), model_(std::move(other.model_)) {
   other.size_ = 0;
 }
 
 MappedIr::~MappedIr() {
-  model_.reset();
-  if (data_) {
-    remove_mapping(data_);
-    ::munmap(data_, size_);
-  }
+  model_.reset();  // before the mapping its constants point into
 }
+
+std::shared_ptr<const void> MappedIr::mapping() const { return mapping_; }
 
 void MappedIr::release() {
   model_.reset();
   // A private read-only file mapping: MADV_DONTNEED only unmaps the pages; the next read
   // maps the file's page again. Failure costs memory, never correctness.
-  if (data_) ::madvise(data_, size_, MADV_DONTNEED);
+  if (mapping_) ::madvise(mapping_->data, size_, MADV_DONTNEED);
 }
 
 }  // namespace qwen3tts

@@ -44,13 +44,6 @@ Int8Weights::Int8Weights(const ov::op::v0::Constant& q, const ov::op::v0::Consta
   }
 }
 
-void Int8Weights::row(int64_t n, float* out) const {
-  const int64_t block = n / kBlockRows, lane = n % kBlockRows;
-  const uint8_t* bytes = bytes_.data() + block * cols_ * kBlockRows;
-  for (int64_t k = 0; k < cols_; ++k)
-    out[k] = static_cast<float>(int{bytes[k / kInt8LineInputs * 64 + lane * 4 + k % kInt8LineInputs]} - 128) * scales_[n];
-}
-
 void Int8Weights::multiply_passes(const QuantizedRows& x, float* y, int64_t begin, int64_t end) const {
   kernels_->int8_blocks(bytes_.data(), scales_.data(), x, begin, end, rows_, y);  // a pass is one block
 }

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 #include <map>
 #include <numeric>
@@ -10,6 +11,7 @@
 #include <openvino/op/constant.hpp>
 
 #include "qwen3tts/int4_weights.hpp"
+#include "qwen3tts/mapped_ir.hpp"
 
 namespace qwen3tts {
 
@@ -19,17 +21,19 @@ constexpr int64_t kTopKMax = 64;  // convert/subcode.py's TOP_K_MAX: sampled row
 
 }  // namespace
 
-SubcodeCpu::SubcodeCpu(const ov::Model& model, std::shared_ptr<ThreadTeam> team, const Kernels& kernels)
-    : SubcodeCpu(NamedWeights(model, "subcode"), std::move(team), kernels) {}
+SubcodeCpu::SubcodeCpu(const ov::Model& model, std::shared_ptr<ThreadTeam> team, const Kernels& kernels,
+                       std::shared_ptr<const void> weights_owner)
+    : SubcodeCpu(NamedWeights(model, "subcode"), std::move(team), kernels, std::move(weights_owner)) {}
 
-SubcodeCpu::SubcodeCpu(const NamedWeights& w, std::shared_ptr<ThreadTeam> team, const Kernels& kernels)
+SubcodeCpu::SubcodeCpu(const NamedWeights& w, std::shared_ptr<ThreadTeam> team, const Kernels& kernels,
+                       const std::shared_ptr<const void>& weights_owner)
     : stack_(w, kernels), team_(std::move(team)) {
   for (int64_t g = 0; w.has("head" + std::to_string(g)); ++g) {
     heads_.push_back(w.matrix("head" + std::to_string(g), kernels));
-    tables_.push_back(w.table("embedding" + std::to_string(g), kernels));
+    tables_.push_back(w.table("embedding" + std::to_string(g), weights_owner));
   }
   w.require(!heads_.empty(), "no output heads");
-  tables_.push_back(w.table("talker_embedding", kernels));
+  tables_.push_back(w.table("talker_embedding", weights_owner));
   vocab_ = heads_[0]->rows();
   talker_hidden_ = tables_.back()->cols();
   const int64_t hidden = stack_.hidden;
@@ -46,6 +50,14 @@ SubcodeCpu::SubcodeCpu(const NamedWeights& w, std::shared_ptr<ThreadTeam> team, 
   } else {
     w.require(talker_hidden_ == hidden, "no projection between different widths");
   }
+  uintptr_t lo = UINTPTR_MAX, hi = 0;  // one range over every table (and the copied weights between them)
+  for (const auto& table : tables_) {
+    lo = std::min(lo, reinterpret_cast<uintptr_t>(table->data()));
+    hi = std::max(hi, reinterpret_cast<uintptr_t>(table->data()) + table->bytes());
+  }
+  tables_begin_ = reinterpret_cast<const char*>(lo);
+  tables_bytes_ = hi - lo;
+  release_tables();
   const int64_t half = stack_.head_dim / 2, positions = steps() + 1;
   cos_.resize(positions * half);
   sin_.resize(positions * half);
@@ -185,6 +197,12 @@ int64_t SubcodeCpu::sample(const float* logits, float temperature, int64_t top_k
   return w.order[std::min(pick, kept - 1)];
 }
 
+void SubcodeCpu::release_tables() const {
+  // the rows read go back to the page cache: one call (and one TLB flush) for all the tables;
+  // the copied weights between them were handed back already and are never read
+  release_mapped(tables_begin_, tables_bytes_);
+}
+
 std::string SubcodeCpu::describe() const {
   return std::string("subcode_cpu, ") + kernels().name + ", " + std::to_string(threads()) + " threads";
 }
@@ -230,6 +248,7 @@ void SubcodeCpu::run(const SubcodeBatch& b, std::vector<float>* first_logits) {
       team_->barrier();
     }
   });
+  release_tables();
   if (first_logits) first_logits->assign(w.first_logits.begin(), w.first_logits.end());
 }
 

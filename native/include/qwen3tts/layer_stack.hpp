@@ -17,6 +17,7 @@
 #include <openvino/core/model.hpp>
 #include <openvino/op/constant.hpp>
 
+#include "qwen3tts/embedding_table.hpp"
 #include "qwen3tts/quantized_matrix.hpp"
 #include "qwen3tts/thread_team.hpp"
 
@@ -37,8 +38,9 @@ class NamedWeights {
   std::vector<float> vector(const std::string& name) const;
   // nncf's INT4 group-wise or INT8 per-row matrix, repacked for `kernels`.
   std::unique_ptr<QuantizedMatrix> matrix(const std::string& name, const Kernels& kernels) const;
-  // An INT8 embedding table.
-  std::unique_ptr<Int8Weights> table(const std::string& name, const Kernels& kernels) const;
+  // An INT8 embedding table, read in place: `owner` keeps the memory the model's constants
+  // point into alive (MappedIr::mapping(); null where the constant itself does).
+  std::unique_ptr<EmbeddingTable> table(const std::string& name, std::shared_ptr<const void> owner) const;
   // rt_info qwen3tts/<key>.
   template <typename T>
   T info(const char* key) const {

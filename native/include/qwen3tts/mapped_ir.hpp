@@ -39,10 +39,14 @@ class MappedIr {
   void release();
   // Bytes of the weights file.
   size_t size() const { return size_; }
+  // Keeps the mapping alive past this object (null for an empty weights file): for weights
+  // read in place after the model is gone (embedding_table.hpp).
+  std::shared_ptr<const void> mapping() const;
 
  private:
-  void* data_ = nullptr;
+  struct Mapping;
   size_t size_ = 0;
+  std::shared_ptr<Mapping> mapping_;
   std::shared_ptr<ov::Model> model_;
 };
 

@@ -73,8 +73,6 @@ class Int8Weights : public QuantizedMatrix {
   Int8Weights(const ov::op::v0::Constant& q, const ov::op::v0::Constant& scale,
               const Kernels& kernels = best_kernels());
   void multiply_passes(const QuantizedRows& x, float* y, int64_t begin, int64_t end) const override;
-  // Row n dequantized, q · scale: an embedding table's lookup.
-  void row(int64_t n, float* out) const;
 
  private:
   WeightBytes bytes_;  // [N/16][K/4][64]

@@ -29,8 +29,11 @@ class SubcodeCpu : public SubcodeExecutor {
   // an older version) or a weight is not nncf's INT4 group-wise or INT8 per-row pattern
   // (an fp16/fp32 conversion): the runner then compiles the graph instead. `team`: the
   // threads it runs on (shared with the runner's talker); `kernels`: the instruction set of
-  // its products and dot products (any gives the same numbers).
-  SubcodeCpu(const ov::Model& model, std::shared_ptr<ThreadTeam> team, const Kernels& kernels = best_kernels());
+  // its products and dot products (any gives the same numbers). weights_owner: what keeps the
+  // memory of the model's constants alive once the model is gone (MappedIr::mapping(); null
+  // where the constants own it): its codebook tables are read in place (embedding_table.hpp).
+  SubcodeCpu(const ov::Model& model, std::shared_ptr<ThreadTeam> team, const Kernels& kernels = best_kernels(),
+             std::shared_ptr<const void> weights_owner = nullptr);
 
   int64_t steps() const override { return static_cast<int64_t>(heads_.size()); }
   int64_t talker_hidden() const override { return talker_hidden_; }
@@ -54,7 +57,8 @@ class SubcodeCpu : public SubcodeExecutor {
     std::vector<float> probs, cumulative;
   };
 
-  SubcodeCpu(const NamedWeights& w, std::shared_ptr<ThreadTeam> team, const Kernels& kernels);
+  SubcodeCpu(const NamedWeights& w, std::shared_ptr<ThreadTeam> team, const Kernels& kernels,
+             const std::shared_ptr<const void>& weights_owner);
   // The step at positions [first, first + count) of every row: the layers over work_.stack.x.
   void layers(int rank, int64_t rows, int64_t first, int64_t count);
   void attend(const Layer& layer, int64_t layer_index, int64_t rows, int64_t first, int64_t count);
@@ -69,7 +73,12 @@ class SubcodeCpu : public SubcodeExecutor {
   std::vector<float> projection_bias_;
   std::unique_ptr<QuantizedMatrix> projection_;
   std::vector<std::unique_ptr<QuantizedMatrix>> heads_;
-  std::vector<std::unique_ptr<Int8Weights>> tables_;  // codebooks 1..15, then the talker's codebook 0
+  // Hands the tables' file pages back (embedding_table.hpp): after loading and after each call.
+  void release_tables() const;
+
+  std::vector<std::unique_ptr<EmbeddingTable>> tables_;  // codebooks 1..15, then the talker's codebook 0
+  const char* tables_begin_ = nullptr;  // the range of the weights file that holds every table
+  size_t tables_bytes_ = 0;
   int64_t talker_hidden_ = 0, vocab_ = 0;
   std::vector<float> cos_, sin_;  // [position][head dim / 2] RoPE at positions 0..steps
   std::shared_ptr<ThreadTeam> team_;

@@ -6,6 +6,7 @@
 #include <pybind11/stl.h>
 
 #include <map>
+#include <memory>
 #include <stdexcept>
 #include <string>
 #include <tuple>
@@ -13,6 +14,7 @@
 #include <openvino/openvino.hpp>
 
 #include "numpy_arrays.hpp"
+#include "qwen3tts/embedding_table.hpp"
 #include "qwen3tts/int4_weights.hpp"
 #include "qwen3tts/runner.hpp"
 #include "qwen3tts/subcode_cpu.hpp"
@@ -51,14 +53,15 @@ void bind(py::module_& m) {
           throw std::invalid_argument("int8_linear: q [N, K], scale [N], x [M, K]");
         const Kernels& kernels = kernels_named(isa);
         const size_t n = static_cast<size_t>(q.shape(0)), k = static_cast<size_t>(q.shape(1));
-        const Int8Weights packed(ov::op::v0::Constant(ov::element::i8, ov::Shape{n, k}, q.data()),
-                                 ov::op::v0::Constant(ov::element::f32, ov::Shape{n, 1}, scale.data()), kernels);
+        const auto weights = std::make_shared<ov::op::v0::Constant>(ov::element::i8, ov::Shape{n, k}, q.data());
+        const ov::op::v0::Constant scales(ov::element::f32, ov::Shape{n, 1}, scale.data());
+        const Int8Weights packed(*weights, scales, kernels);
         QuantizedRows rows;
         quantize_rows(kernels, x.data(), x.shape(0), packed.cols(), packed.group(), rows);
         py::array_t<float> y({x.shape(0), q.shape(0)});
         packed.multiply_part(rows, y.mutable_data(), 0, 1);
         std::vector<float> first(k);
-        packed.row(0, first.data());  // the table lookup, checked against the same weights
+        EmbeddingTable(weights, scales, nullptr).row(0, first.data());  // the table lookup, of the same weights
         return std::make_tuple(y, to_array(first, {static_cast<py::ssize_t>(k)}), packed.group());
       },
       py::arg("q"), py::arg("scale"), py::arg("x"), py::arg("isa") = "",
