@@ -81,6 +81,7 @@ LANGUAGE = Language(
     feminine=frozenset({"stunde", "minute", "sekunde", "lampe", "leuchte", "person", "tür", "steckdose",
                         "woche", "nachricht", "erinnerung", "aufgabe", "szene", "sirene"}),
     year=_year, time_suffix="Uhr",
+    between=("zwischen",),
 )
 _RULES = Rules(LANGUAGE)
 

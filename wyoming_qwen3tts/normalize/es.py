@@ -78,6 +78,7 @@ LANGUAGE = Language(
     feminine=frozenset({"hora", "horas", "vez", "veces", "luz", "luces", "lámpara", "lámparas", "persona",
                         "personas", "puerta", "puertas", "ventana", "ventanas", "habitación", "habitaciones",
                         "alarma", "alarmas", "semana", "semanas"}),
+    between=("entre",),
 )
 _RULES = Rules(LANGUAGE)
 

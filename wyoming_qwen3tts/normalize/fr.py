@@ -78,6 +78,7 @@ LANGUAGE = Language(
                         "lumière", "lumières", "personne", "personnes", "porte", "portes", "fenêtre", "fenêtres",
                         "pièce", "pièces", "prise", "prises", "alarme", "alarmes", "minuterie", "minuteries"}),
     extra=((r"(?<![\w:.,])(\d{1,2})\s?h\s?([0-5]\d)?(?![\w])", _hours),),
+    between=("entre",), phone_groups=True,
 )
 _RULES = Rules(LANGUAGE)
 

@@ -69,6 +69,7 @@ LANGUAGE = Language(
     feminine=frozenset({"ora", "luce", "luci", "lampada", "lampade", "porta", "porte", "finestra", "finestre",
                         "stanza", "stanze", "persona", "persone", "volta", "volte", "sveglia", "sveglie",
                         "settimana", "settimane"}),
+    between=("tra", "fra"),
 )
 _RULES = Rules(LANGUAGE)
 

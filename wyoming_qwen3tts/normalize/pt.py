@@ -79,6 +79,7 @@ LANGUAGE = Language(
     feminine=frozenset({"hora", "horas", "luz", "luzes", "lâmpada", "lâmpadas", "porta", "portas", "janela",
                         "janelas", "pessoa", "pessoas", "vez", "vezes", "divisão", "divisões", "semana",
                         "semanas"}),
+    between=("entre",),
 )
 _RULES = Rules(LANGUAGE)
 

@@ -62,6 +62,8 @@ class Language:
     number_words: Mapping[str, str] = field(default_factory=dict)  # only before a number ("No." 5)
     fractions: Mapping[int, tuple[str, str]] = field(default_factory=dict)  # denominator: one, other
     date_words: tuple[str, ...] = ()  # words after which "3/4" is a date
+    between: tuple[str, ...] = ()  # words after which a range takes and_word: "between 20 and 25"
+    phone_groups: bool = False  # phone numbers read group by group as numbers ("+33 1 23": French, Russian)
     year: Callable[[int], str] | None = None  # a four-digit year on its own (en, de)
     time_suffix: str = ""  # regex of a word after a time that the reading already says ("Uhr")
     feminine: frozenset[str] = frozenset()  # nouns (lower case) a number before agrees with as feminine
@@ -145,10 +147,19 @@ def cardinal(value: Decimal, lang: Language, gender: str | None = None) -> str:
     return f"{sign}{words(int(whole), lang.code)} {lang.point} {digits}"
 
 
-def digits(text: str, lang: Language) -> str:
-    """Digit by digit (phone numbers, codes with a leading zero); groups apart by a comma."""
-    groups = [g for g in re.split(r"[^\d+]+", text) if g]
-    spoken = [" ".join(lang.plus if ch == "+" else words(int(ch), lang.code) for ch in g) for g in groups]
+def digits(text: str, lang: Language, grouped: bool = False) -> str:
+    """Digit by digit (phone numbers, codes with a leading zero); groups apart by a comma.
+    `grouped`: a group of up to three digits is read as a number, its leading zeros each as
+    zero ("01 23" → "zéro un, vingt trois": how French and Russian say phone numbers)."""
+    spoken = []
+    for group in (g for g in re.split(r"[^\d+]+", text) if g):
+        sign, bare = (lang.plus + " ", group[1:]) if group.startswith("+") else ("", group)
+        if grouped and bare and len(bare) <= 3:
+            rest = bare.lstrip("0")
+            said = [words(0, lang.code)] * (len(bare) - len(rest)) + ([words(int(rest), lang.code)] if rest else [])
+        else:
+            said = [words(int(ch), lang.code) for ch in bare]
+        spoken.append(sign + " ".join(said))
     return ", ".join(spoken)
 
 
@@ -165,9 +176,21 @@ def currency(value: Decimal, code: str, lang: Language) -> str | None:
     if value != value.to_integral_value() or "." in str(value):
         if value.as_tuple().exponent != -2:  # not a whole number of cents: unsure
             return None
+        if abs(value) < 1:
+            return _cents_only(value, code, lang)
         return words(value, lang.code, to="currency", currency=code)
     noun = converter.pluralize(int(abs(value)), forms[0])
     return f"{cardinal(value, lang, 'm')} {noun}"
+
+
+def _cents_only(value: Decimal, code: str, lang: Language) -> str:
+    """"0,32 €" as "zweiunddreißig Cent", not "null Euro und zweiunddreißig Cent": num2words'
+    reading without the words that every amount under one shares (the zero amount and the
+    joining word: what the readings of one and two cents have in common), so the cents keep num2words' agreement ("veintiún céntimos")."""
+    one, two = (words(Decimal(v), lang.code, to="currency", currency=code).split() for v in ("0.01", "0.02"))
+    common = next(i for i, (a, b) in enumerate(zip(one, two)) if a != b)  # "zero euros e" | "um", "dois"
+    said = words(abs(value), lang.code, to="currency", currency=code).split()
+    return (lang.minus + " " if value < 0 else "") + " ".join(said[common:])
 
 
 # --- the pattern -----------------------------------------------------------------------------
@@ -195,6 +218,9 @@ class Rules:
             (r"(?<![\w(])\(?\d{3}\)?[ -]\d{3}-\d{4}" + end, self._phone),
             (r"(?<![\w.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![.\d])", self._ip),
             (r"(?<![\w.-])(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{1,2}):(\d{2})(?::(\d{2}))?)?" + end, self._iso),
+            # after the ISO date: "8 800 555-35-35" (Russian), "01 23 45 67 89" (French)
+            (r"(?<![\w.,-])\d{1,4}(?: \d{2,4})*(?:-\d{2,4}){2,}(?![\w.,-]?\d)", self._phone),
+            (r"(?<![\w.,-])0\d(?:[ .-]\d{2}){4}(?![\w.,-]?\d)", self._phone),
             (r"(?<![\w.])(\d{1,2})(\.)(\d{1,2})\.(\d{4}|\d{2})" + end, self._numeric_date),
             (r"(?<![\w./])(\d{1,2})(/)(\d{1,2})/(\d{4}|\d{2})" + end, self._numeric_date),
             (r"(?<![\w.])(\d{1,2})\.(\d{1,2})\.(?=\s|$)", self._short_date),
@@ -240,7 +266,7 @@ class Rules:
     # --- readings (None: not sure, left as written) ---
 
     def _phone(self, m: Groups) -> str | None:
-        return digits(m.group(0), self.lang)
+        return digits(m.group(0), self.lang, self.lang.phone_groups)
 
     def _ip(self, m: Groups) -> str | None:
         parts = [int(m.group(i)) for i in range(1, 5)]
@@ -322,9 +348,10 @@ class Rules:
         if low is None or high is None or not low < high or m.group(1)[:1] in "-−+" and m.group(2)[:1] not in "-−+":
             return None
         unit = self.lang.units.get(m.group(3) or "")
+        to = self.lang.and_word if self._before(m) in self.lang.between else self.lang.to  # "between 20 and 25"
         if unit is None:
-            return f"{cardinal(low, self.lang)} {self.lang.to} {cardinal(high, self.lang)}"
-        return f"{cardinal(low, self.lang, unit.gender)} {self.lang.to} {with_unit(high, unit, self.lang)}"
+            return f"{cardinal(low, self.lang)} {to} {cardinal(high, self.lang)}"
+        return f"{cardinal(low, self.lang, unit.gender)} {to} {with_unit(high, unit, self.lang)}"
 
     def _unit(self, m: Groups) -> str | None:
         value = parse(m.group(1), self.lang)
