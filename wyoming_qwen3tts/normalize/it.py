@@ -1,9 +1,9 @@
 """Italian: decimal comma ("virgola") and thousands dots, times "quattordici e trenta", dates
-"quattro dicembre" ("primo" for the 1st), units agreeing in gender ("una ora"), money, ordinals
+"quattro dicembre" ("primo" for the 1st), units agreeing in gender ("una settimana", "un'ora"), money, ordinals
 "1º"/"1ª", abbreviations (docs/TEXT.md)."""
 from __future__ import annotations
 
-from .rules import Language, Rules, Unit, si_units, to_24h, words
+from .rules import Groups, Language, Rules, Unit, si_units, to_24h, words
 
 _MONTHS = ("gennaio", "febbraio", "marzo", "aprile", "maggio", "giugno", "luglio", "agosto", "settembre", "ottobre",
            "novembre", "dicembre")
@@ -35,6 +35,11 @@ def _agree(spoken: str, gender: str) -> str:
     if spoken == "uno":
         return "una" if gender == "f" else "un"
     return spoken
+
+
+def _one_hour(m: Groups) -> str | None:
+    """"1 ora", "1 h": "un'ora", as Italian elides "una" before a vowel (docs/TEXT.md)."""
+    return "un'ora"
 
 
 def _time(hours: int, minutes: int, seconds: int | None, half: str) -> str:
@@ -70,6 +75,7 @@ LANGUAGE = Language(
                         "stanza", "stanze", "persona", "persone", "volta", "volte", "sveglia", "sveglie",
                         "settimana", "settimane"}),
     between=("tra", "fra"),
+    extra=((r"(?<![\w.,+-])1\s(?:ora|h)(?![\w/])", _one_hour),),
 )
 _RULES = Rules(LANGUAGE)
 
