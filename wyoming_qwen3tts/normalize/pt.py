@@ -4,7 +4,7 @@ dots, times "catorze e trinta" (hours are feminine: "duas e cinco"), dates "quat
 (docs/TEXT.md)."""
 from __future__ import annotations
 
-from .rules import Language, Rules, Unit, si_units, to_24h, words
+from .rules import NINE_DIGIT_PHONE, Language, Rules, Unit, si_units, to_24h, words
 
 _MONTHS = ("janeiro", "fevereiro", "março", "abril", "maio", "junho", "julho", "agosto", "setembro", "outubro",
            "novembro", "dezembro")
@@ -66,7 +66,7 @@ def _ordinal(number: int, suffix: str, before: str) -> str:
 
 
 LANGUAGE = Language(
-    code="pt", groups=".", decimal=",", point="vírgula", dot="ponto", minus="menos", plus="mais", to="a",
+    phones=(NINE_DIGIT_PHONE,), code="pt", groups=" .", decimal=",", point="vírgula", dot="ponto", minus="menos", plus="mais", to="a",
     and_word="e", version="versão", units=_UNITS, months=_MONTHS, date_order="dmy", time=_time, date=_date,
     ordinal=_ordinal, ordinal_suffix=r"\.?[ºª]",
     plural=lambda value: 0 if value == 1 and "." not in str(value) else 1, agree=_agree,

@@ -21,6 +21,8 @@ from num2words import CONVERTER_CLASSES, num2words
 
 log = logging.getLogger(__name__)
 
+# a Spanish or Portuguese phone number, nine digits in threes ("912 345 678"), not 912 million
+NINE_DIGIT_PHONE = r"(?<![\w.,+-])[2-9]\d{2} \d{3} \d{3}(?![\w.,]?\d)"
 MAX_DIGITS = 15  # a longer number (an ID, a serial) is left as written: no one says it as a number
 CURRENCY_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "₽": "RUB", "USD": "USD", "EUR": "EUR", "GBP": "GBP",
                     "RUB": "RUB", "CHF": "CHF"}
@@ -64,6 +66,7 @@ class Language:
     date_words: tuple[str, ...] = ()  # words after which "3/4" is a date
     between: tuple[str, ...] = ()  # words after which a range takes and_word: "between 20 and 25"
     phone_groups: bool = False  # phone numbers read group by group as numbers ("+33 1 23": French, Russian)
+    phones: tuple[str, ...] = ()  # the language's own phone number patterns (before its grouped numbers)
     year: Callable[[int], str] | None = None  # a four-digit year on its own (en, de)
     time_suffix: str = ""  # regex of a word after a time that the reading already says ("Uhr")
     feminine: frozenset[str] = frozenset()  # nouns (lower case) a number before agrees with as feminine
@@ -214,6 +217,7 @@ class Rules:
         suffix = rf"(?:\s(?:{lang.time_suffix}))?" if lang.time_suffix else ""  # "14:30 Uhr"
         alternatives: list[tuple[str, Callable[[Groups], str | None]]] = list(lang.extra) + [
             (r"(?<![\w+])\+\d{1,3}(?:[ ./-]?\(?\d{1,5}\)?){2,5}(?![\w.,]?\d)", self._phone),
+            *((p, self._phone) for p in lang.phones),
             (r"(?<![\w(])\(?0\d{2,4}\)?[ /-]\d{3,}(?:[ -]\d{2,})*" + end, self._phone),
             (r"(?<![\w(])\(?\d{3}\)?[ -]\d{3}-\d{4}" + end, self._phone),
             (r"(?<![\w.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![.\d])", self._ip),
@@ -223,7 +227,7 @@ class Rules:
             (r"(?<![\w.,-])0\d(?:[ .-]\d{2}){4}(?![\w.,-]?\d)", self._phone),
             (r"(?<![\w.])(\d{1,2})(\.)(\d{1,2})\.(\d{4}|\d{2})" + end, self._numeric_date),
             (r"(?<![\w./])(\d{1,2})(/)(\d{1,2})/(\d{4}|\d{2})" + end, self._numeric_date),
-            (r"(?<![\w.])(\d{1,2})\.(\d{1,2})\.(?=\s|$)", self._short_date),
+            (r"(?<![\w.])(\d{1,2})\.(\d{1,2})\.(?=\s|$|[,;!?)])", self._short_date),
             (r"(?<![\w.])([vV]\d+(?:\.\d+)+|\d+(?:\.\d+){2,})(?![.]?\d)" + end, self._version),
             (rf"(?<![\w:.])(\d{{1,2}}):([0-5]\d)(?::([0-5]\d))?(?:\s?([AaPp]){_AM_PM})?{suffix}{end}", self._time),
             (rf"(?<![\w:.])(\d{{1,2}})\s?([AaPp]){_AM_PM}", self._hour_ampm),
