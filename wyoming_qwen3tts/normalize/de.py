@@ -82,6 +82,7 @@ LANGUAGE = Language(
                         "woche", "nachricht", "erinnerung", "aufgabe", "szene", "sirene"}),
     year=_year, time_suffix="Uhr",
     between=("zwischen",),
+    counted_before=frozenset({"und", "oder", "bis", "von", "mal", "plus", "minus"}),
 )
 _RULES = Rules(LANGUAGE)
 

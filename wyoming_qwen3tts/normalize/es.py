@@ -79,6 +79,8 @@ LANGUAGE = Language(
                         "personas", "puerta", "puertas", "ventana", "ventanas", "habitación", "habitaciones",
                         "alarma", "alarmas", "semana", "semanas"}),
     between=("entre",),
+    counted_before=frozenset({"y", "o", "u", "de", "del", "menos", "a", "al", "en", "por", "para", "con", "que", "más"}),
+    feminine_after=frozenset({"la", "las"}),
 )
 _RULES = Rules(LANGUAGE)
 

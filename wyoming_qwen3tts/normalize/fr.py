@@ -79,6 +79,7 @@ LANGUAGE = Language(
                         "pièce", "pièces", "prise", "prises", "alarme", "alarmes", "minuterie", "minuteries"}),
     extra=((r"(?<![\w:.,])(\d{1,2})\s?h\s?([0-5]\d)?(?![\w])", _hours),),
     between=("entre",), phone_groups=True,
+    counted_before=frozenset({"et", "ou", "à", "de", "du", "moins", "plus", "sur", "par"}),
 )
 _RULES = Rules(LANGUAGE)
 

@@ -76,6 +76,7 @@ LANGUAGE = Language(
                         "settimana", "settimane"}),
     between=("tra", "fra"),
     extra=((r"(?<![\w.,+-])1\s(?:ora|h)(?![\w/])", _one_hour),),
+    counted_before=frozenset({"e", "o", "di", "del", "a", "al", "meno", "più", "su", "per"}),
 )
 _RULES = Rules(LANGUAGE)
 

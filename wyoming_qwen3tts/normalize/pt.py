@@ -80,6 +80,8 @@ LANGUAGE = Language(
                         "janelas", "pessoa", "pessoas", "vez", "vezes", "divisão", "divisões", "semana",
                         "semanas"}),
     between=("entre",),
+    counted_before=frozenset({"e", "ou", "de", "do", "da", "menos", "a", "em", "por", "para", "com", "que", "mais"}),
+    feminine_after=frozenset({"é", "são", "às", "as"}),
 )
 _RULES = Rules(LANGUAGE)
 

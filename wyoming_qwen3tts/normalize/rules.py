@@ -70,6 +70,8 @@ class Language:
     year: Callable[[int], str] | None = None  # a four-digit year on its own (en, de)
     time_suffix: str = ""  # regex of a word after a time that the reading already says ("Uhr")
     feminine: frozenset[str] = frozenset()  # nouns (lower case) a number before agrees with as feminine
+    counted_before: frozenset[str] = frozenset()  # words after a number that are no noun it agrees with ("y")
+    feminine_after: frozenset[str] = frozenset()  # words after which a number is feminine ("la 1": the hour)
     extra: tuple[tuple[str, Callable[[Groups], str | None]], ...] = ()  # language-only patterns
 
 
@@ -387,8 +389,15 @@ class Rules:
     def _number(self, m: Groups) -> str | None:
         # before a word, a number agrees with it: feminine if the language lists it, else as
         # before a masculine noun ("ein Licht", "un jour"); at the end it is counted ("eins")
+        # ("eins und zwei", "veintiuno de la mañana"); after "la"/"são" it is an hour ("la una")
         noun = re.match(r"\s+([^\W\d]+)", m.string[m.end():])
-        gender = None if noun is None else "f" if noun.group(1).lower() in self.lang.feminine else "m"
+        word = None if noun is None else noun.group(1).lower()
+        if self._before(m) in self.lang.feminine_after:
+            gender: str | None = "f"
+        elif word is None or word in self.lang.counted_before:
+            gender = None
+        else:
+            gender = "f" if word in self.lang.feminine else "m"
         return self._number_text(m.group(1), gender)
 
     def _number_text(self, text: str, gender: str | None = None) -> str | None:
