@@ -64,9 +64,11 @@ def _ordinal(number: int, suffix: str, before: str) -> str:
 
 
 LANGUAGE = Language(
-    phones=(NINE_DIGIT_PHONE,), code="es", groups=" .", decimal=",", point="coma", dot="punto", minus="menos", plus="más", to="a",
+    phones=(NINE_DIGIT_PHONE,),
+    code="es", groups=" .", decimal=",", point="coma", dot="punto", minus="menos", plus="más", to="a",
     and_word="y", version="versión", units=_UNITS, months=_MONTHS, date_order="dmy", time=_time, date=_date,
-    ordinal=_ordinal, ordinal_suffix=r"\.?(?:[ºª]|er)", plural=lambda value: 0 if value == 1 and "." not in str(value) else 1,
+    ordinal=_ordinal, ordinal_suffix=r"\.?(?:[ºª]|er)",
+    plural=lambda value: 0 if value == 1 and "." not in str(value) else 1,
     agree=_agree,
     abbreviations={"p. ej.": "por ejemplo", "aprox.": "aproximadamente", "etc.": "etcétera", "Sr.": "señor",
                    "Sra.": "señora", "Dr.": "doctor", "Dra.": "doctora", "vs.": "contra", "EE. UU.": "Estados Unidos",
@@ -79,7 +81,8 @@ LANGUAGE = Language(
                         "personas", "puerta", "puertas", "ventana", "ventanas", "habitación", "habitaciones",
                         "alarma", "alarmas", "semana", "semanas"}),
     between=("entre",),
-    counted_before=frozenset({"y", "o", "u", "de", "del", "menos", "a", "al", "en", "por", "para", "con", "que", "más"}),
+    counted_before=frozenset({"y", "o", "u", "de", "del", "menos", "a", "al", "en", "por", "para", "con", "que",
+                               "más"}),
     feminine_after=frozenset({"la", "las"}),
 )
 _RULES = Rules(LANGUAGE)

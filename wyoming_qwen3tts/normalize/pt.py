@@ -66,7 +66,8 @@ def _ordinal(number: int, suffix: str, before: str) -> str:
 
 
 LANGUAGE = Language(
-    phones=(NINE_DIGIT_PHONE,), code="pt", groups=" .", decimal=",", point="vírgula", dot="ponto", minus="menos", plus="mais", to="a",
+    phones=(NINE_DIGIT_PHONE,),
+    code="pt", groups=" .", decimal=",", point="vírgula", dot="ponto", minus="menos", plus="mais", to="a",
     and_word="e", version="versão", units=_UNITS, months=_MONTHS, date_order="dmy", time=_time, date=_date,
     ordinal=_ordinal, ordinal_suffix=r"\.?[ºª]",
     plural=lambda value: 0 if value == 1 and "." not in str(value) else 1, agree=_agree,

@@ -191,7 +191,8 @@ def currency(value: Decimal, code: str, lang: Language) -> str | None:
 def _cents_only(value: Decimal, code: str, lang: Language) -> str:
     """"0,32 €" as "zweiunddreißig Cent", not "null Euro und zweiunddreißig Cent": num2words'
     reading without the words that every amount under one shares (the zero amount and the
-    joining word: what the readings of one and two cents have in common), so the cents keep num2words' agreement ("veintiún céntimos")."""
+    joining word: what the readings of one and two cents have in common), so the cents keep
+    num2words' agreement ("veintiún céntimos")."""
     one, two = (words(Decimal(v), lang.code, to="currency", currency=code).split() for v in ("0.01", "0.02"))
     common = next(i for i, (a, b) in enumerate(zip(one, two)) if a != b)  # "zero euros e" | "um", "dois"
     said = words(abs(value), lang.code, to="currency", currency=code).split()
