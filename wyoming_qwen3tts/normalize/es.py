@@ -84,6 +84,7 @@ LANGUAGE = Language(
     counted_before=frozenset({"y", "o", "u", "de", "del", "menos", "a", "al", "en", "por", "para", "con", "que",
                                "más"}),
     feminine_after=frozenset({"la", "las"}),
+    of_millions=lambda noun: "de " + noun,
 )
 _RULES = Rules(LANGUAGE)
 

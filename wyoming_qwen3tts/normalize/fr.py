@@ -80,6 +80,7 @@ LANGUAGE = Language(
     extra=((r"(?<![\w:.,])(\d{1,2})\s?h\s?([0-5]\d)?(?![\w])", _hours),),
     between=("entre",), phone_groups=True,
     counted_before=frozenset({"et", "ou", "à", "de", "du", "moins", "plus", "sur", "par"}),
+    of_millions=lambda noun: ("d'" if noun[:1] in "aeéiouhy" else "de ") + noun,
 )
 _RULES = Rules(LANGUAGE)
 

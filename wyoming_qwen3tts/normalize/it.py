@@ -77,6 +77,7 @@ LANGUAGE = Language(
     between=("tra", "fra"),
     extra=((r"(?<![\w.,+-])1\s(?:ora|h)(?![\w/])", _one_hour),),
     counted_before=frozenset({"e", "o", "di", "del", "a", "al", "meno", "più", "su", "per"}),
+    of_millions=lambda noun: "di " + noun,
 )
 _RULES = Rules(LANGUAGE)
 

@@ -83,6 +83,7 @@ LANGUAGE = Language(
     between=("entre",),
     counted_before=frozenset({"e", "ou", "de", "do", "da", "menos", "a", "em", "por", "para", "com", "que", "mais"}),
     feminine_after=frozenset({"é", "são", "às", "as"}),
+    of_millions=lambda noun: "de " + noun,
 )
 _RULES = Rules(LANGUAGE)
 

@@ -67,6 +67,7 @@ class Language:
     between: tuple[str, ...] = ()  # words after which a range takes and_word: "between 20 and 25"
     phone_groups: bool = False  # phone numbers read group by group as numbers ("+33 1 23": French, Russian)
     phones: tuple[str, ...] = ()  # the language's own phone number patterns (before its grouped numbers)
+    of_millions: Callable[[str], str] | None = None  # a noun after whole millions: "de euros" (es, fr, it, pt)
     year: Callable[[int], str] | None = None  # a four-digit year on its own (en, de)
     time_suffix: str = ""  # regex of a word after a time that the reading already says ("Uhr")
     feminine: frozenset[str] = frozenset()  # nouns (lower case) a number before agrees with as feminine
@@ -170,7 +171,14 @@ def digits(text: str, lang: Language, grouped: bool = False) -> str:
 
 def with_unit(value: Decimal, unit: Unit, lang: Language) -> str:
     form = unit.forms[min(lang.plural(abs(value)), len(unit.forms) - 1)]  # "minus one degree"
-    return f"{cardinal(value, lang, unit.gender)} {form}"
+    return _counted(value, cardinal(value, lang, unit.gender), form, lang)
+
+
+def _counted(value: Decimal, number: str, noun: str, lang: Language) -> str:
+    """A number and its noun: "un millón de euros" where the language joins whole millions so."""
+    if lang.of_millions and value and value == value.to_integral_value() and not value % 1_000_000:
+        return f"{number} {lang.of_millions(noun)}"
+    return f"{number} {noun}"
 
 
 def currency(value: Decimal, code: str, lang: Language) -> str | None:
@@ -178,14 +186,17 @@ def currency(value: Decimal, code: str, lang: Language) -> str | None:
     forms = getattr(converter, "CURRENCY_FORMS", {}).get(code)
     if forms is None:
         return None
-    if value != value.to_integral_value() or "." in str(value):
+    if value != value.to_integral_value():
         if value.as_tuple().exponent != -2:  # not a whole number of cents: unsure
             return None
         if abs(value) < 1:
             return _cents_only(value, code, lang)
         return words(value, lang.code, to="currency", currency=code)
+    if "." in str(value) and value.as_tuple().exponent != -2:
+        return None
+    value = value.to_integral_value()  # "1,00 €": one euro (num2words would add "zero cents")
     noun = converter.pluralize(int(abs(value)), forms[0])
-    return f"{cardinal(value, lang, 'm')} {noun}"
+    return _counted(value, cardinal(value, lang, "m"), noun, lang)
 
 
 def _cents_only(value: Decimal, code: str, lang: Language) -> str:
@@ -217,6 +228,9 @@ class Rules:
         abbreviations = "|".join(re.escape(a) for a in sorted(lang.abbreviations, key=len, reverse=True)) or "(?!)"
         number_words = "|".join(re.escape(a) for a in sorted(lang.number_words, key=len, reverse=True)) or "(?!)"
         end = r"(?![\w])"
+        # "1.000.000" is a million, not a version, where the language groups with "." (read by the
+        # money, unit and number rules after it: "eine Million Euro")
+        dotted = r"(?!\d{1,3}(?:\.\d{3})+(?!\.?\d))" if "." in lang.groups else ""
         suffix = rf"(?:\s(?:{lang.time_suffix}))?" if lang.time_suffix else ""  # "14:30 Uhr"
         alternatives: list[tuple[str, Callable[[Groups], str | None]]] = list(lang.extra) + [
             (r"(?<![\w+])\+\d{1,3}(?:[ ./-]?\(?\d{1,5}\)?){2,5}(?![\w.,]?\d)", self._phone),
@@ -231,7 +245,7 @@ class Rules:
             (r"(?<![\w.])(\d{1,2})(\.)(\d{1,2})\.(\d{4}|\d{2})" + end, self._numeric_date),
             (r"(?<![\w./])(\d{1,2})(/)(\d{1,2})/(\d{4}|\d{2})" + end, self._numeric_date),
             (r"(?<![\w.])(\d{1,2})\.(\d{1,2})\.(?=\s|$|[,;!?)])", self._short_date),
-            (r"(?<![\w.])([vV]\d+(?:\.\d+)+|\d+(?:\.\d+){2,})(?![.]?\d)" + end, self._version),
+            (rf"(?<![\w.]){dotted}([vV]\d+(?:\.\d+)+|\d+(?:\.\d+){{2,}})(?![.]?\d)" + end, self._version),
             (rf"(?<![\w:.])(\d{{1,2}}):([0-5]\d)(?::([0-5]\d))?(?:\s?([AaPp]){_AM_PM})?{suffix}{end}", self._time),
             (rf"(?<![\w:.])(\d{{1,2}})\s?([AaPp]){_AM_PM}", self._hour_ampm),
             (rf"(?<![\w.])(\d{{1,2}})[.°º]?\s(?=(?:de\s)?(?:{months})\b)(?:(de)\s)?({months})\b", self._day_month),
@@ -284,8 +298,6 @@ class Rules:
     def _version(self, m: Groups) -> str | None:
         text = m.group(1)
         lang = self.lang
-        if lang.groups and "." in lang.groups and re.fullmatch(r"\d{1,3}(?:\.\d{3})+", text):
-            return self._number_text(text)  # "1.000.000" in German: a million
         prefix = ""
         if text[0] in "vV":
             prefix, text = lang.version + " ", text[1:]
@@ -399,7 +411,11 @@ class Rules:
             gender = None
         else:
             gender = "f" if word in self.lang.feminine else "m"
-        return self._number_text(m.group(1), gender)
+        spoken = self._number_text(m.group(1), gender)
+        if spoken and gender and word and self.lang.of_millions:  # "un millón de personas"
+            joined = _counted(parse(m.group(1), self.lang) or Decimal(0), spoken, word, self.lang)
+            return joined[: -len(word)].rstrip()
+        return spoken
 
     def _number_text(self, text: str, gender: str | None = None) -> str | None:
         bare = text.lstrip("-−+")
