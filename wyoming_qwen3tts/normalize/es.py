@@ -74,7 +74,7 @@ LANGUAGE = Language(
                    "Sra.": "señora", "Dr.": "doctor", "Dra.": "doctora", "vs.": "contra", "EE. UU.": "Estados Unidos",
                    "EE.UU.": "Estados Unidos"},
     number_words={"n.º": "número", "nº": "número", "N.º": "número", "Nº": "número", "núm.": "número",
-                  "No.": "número", "#": "número"},
+                  "No.": "número", "Nr.": "número", "#": "número"},
     fractions={2: ("medio", "medios"), 3: ("tercio", "tercios"), 4: ("cuarto", "cuartos")},
     date_words=("el", "del", "al", "hasta"), time_suffix="h|horas",
     feminine=frozenset({"hora", "horas", "vez", "veces", "luz", "luces", "lámpara", "lámparas", "persona",

@@ -71,7 +71,7 @@ LANGUAGE = Language(
     agree=_agree,
     abbreviations={"etc.": "et cetera", "env.": "environ", "p. ex.": "par exemple", "vs.": "contre",
                    "c.-à-d.": "c'est à dire", "c.à.d.": "c'est à dire"},
-    number_words={"n°": "numéro", "N°": "numéro", "No.": "numéro", "no.": "numéro", "#": "numéro"},
+    number_words={"n°": "numéro", "N°": "numéro", "No.": "numéro", "no.": "numéro", "Nr.": "numéro", "#": "numéro"},
     fractions={2: ("demi", "demis"), 3: ("tiers", "tiers"), 4: ("quart", "quarts")},
     date_words=("le", "du", "au"),
     feminine=frozenset({"heure", "heures", "minute", "minutes", "seconde", "secondes", "fois", "lampe", "lampes",

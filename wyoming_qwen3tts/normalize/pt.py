@@ -74,7 +74,7 @@ LANGUAGE = Language(
     abbreviations={"p. ex.": "por exemplo", "aprox.": "aproximadamente", "etc.": "etcetera", "Sr.": "senhor",
                    "Sra.": "senhora", "Dr.": "doutor", "vs.": "contra"},
     number_words={"nº": "número", "n.º": "número", "Nº": "número", "N.º": "número", "No.": "número",
-                  "#": "número"},
+                  "Nr.": "número", "#": "número"},
     fractions={2: ("meio", "meios"), 3: ("terço", "terços"), 4: ("quarto", "quartos")},
     date_words=("em", "no", "dia", "até"),
     feminine=frozenset({"hora", "horas", "luz", "luzes", "lâmpada", "lâmpadas", "porta", "portas", "janela",

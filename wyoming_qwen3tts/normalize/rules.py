@@ -63,6 +63,7 @@ class Language:
     abbreviations: Mapping[str, str] = field(default_factory=dict)  # always
     number_words: Mapping[str, str] = field(default_factory=dict)  # only before a number ("No." 5)
     fractions: Mapping[int, tuple[str, str]] = field(default_factory=dict)  # denominator: one, other
+    fraction_gender: str = "m"  # the numerator agrees with it: "одна четвёртая", "две третьих"
     date_words: tuple[str, ...] = ()  # words after which "3/4" is a date
     between: tuple[str, ...] = ()  # words after which a range takes and_word: "between 20 and 25"
     phone_groups: bool = False  # phone numbers read group by group as numbers ("+33 1 23": French, Russian)
@@ -390,7 +391,7 @@ class Rules:
             return None
         if 0 < a < b and b in self.lang.fractions:
             one, other = self.lang.fractions[b]
-            return f"{cardinal(Decimal(a), self.lang, 'm')} {one if a == 1 else other}"
+            return f"{cardinal(Decimal(a), self.lang, self.lang.fraction_gender)} {one if a == 1 else other}"
         return None
 
     def _number_word(self, m: Groups) -> str | None:
