@@ -85,6 +85,7 @@ LANGUAGE = Language(
                                "más"}),
     feminine_after=frozenset({"la", "las"}),
     of_millions=lambda noun: "de " + noun,
+    decimals_as_number=True,
 )
 _RULES = Rules(LANGUAGE)
 

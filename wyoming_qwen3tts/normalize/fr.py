@@ -81,6 +81,7 @@ LANGUAGE = Language(
     between=("entre",), phone_groups=True,
     counted_before=frozenset({"et", "ou", "à", "de", "du", "moins", "plus", "sur", "par"}),
     of_millions=lambda noun: ("d'" if noun[:1] in "aeéiouhy" else "de ") + noun,
+    decimals_as_number=True,
 )
 _RULES = Rules(LANGUAGE)
 

@@ -79,6 +79,7 @@ LANGUAGE = Language(
     extra=((r"(?<![\w.,+-])1\s(?:ora|h)(?![\w/])", _one_hour),),
     counted_before=frozenset({"e", "o", "di", "del", "a", "al", "meno", "più", "su", "per"}),
     of_millions=lambda noun: "di " + noun,
+    decimals_as_number=True,
 )
 _RULES = Rules(LANGUAGE)
 

@@ -84,6 +84,7 @@ LANGUAGE = Language(
     counted_before=frozenset({"e", "ou", "de", "do", "da", "menos", "a", "em", "por", "para", "com", "que", "mais"}),
     feminine_after=frozenset({"é", "são", "às", "as"}),
     of_millions=lambda noun: "de " + noun,
+    decimals_as_number=True,
 )
 _RULES = Rules(LANGUAGE)
 

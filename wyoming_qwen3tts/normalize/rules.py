@@ -63,6 +63,7 @@ class Language:
     abbreviations: Mapping[str, str] = field(default_factory=dict)  # always
     number_words: Mapping[str, str] = field(default_factory=dict)  # only before a number ("No." 5)
     fractions: Mapping[int, tuple[str, str]] = field(default_factory=dict)  # denominator: one, other
+    decimals_as_number: bool = False  # "12,75": "douze virgule soixante-quinze" (fr es it pt), not digit by digit
     fraction_gender: str = "m"  # the numerator agrees with it: "одна четвёртая", "две третьих"
     date_words: tuple[str, ...] = ()  # words after which "3/4" is a date
     between: tuple[str, ...] = ()  # words after which a range takes and_word: "between 20 and 25"
@@ -150,8 +151,12 @@ def cardinal(value: Decimal, lang: Language, gender: str | None = None) -> str:
     if lang.code == "ru":
         return sign + words(value, "ru")
     whole, _, frac = str(value).partition(".")
-    digits = " ".join(words(int(d), lang.code) for d in frac)
-    return f"{sign}{words(int(whole), lang.code)} {lang.point} {digits}"
+    rest = frac.lstrip("0")
+    if lang.decimals_as_number and len(frac) <= 2 and rest:  # "zéro cinq", "soixante quinze", "cinquante"
+        spoken = " ".join([words(0, lang.code)] * (len(frac) - len(rest)) + [words(int(rest), lang.code)])
+    else:
+        spoken = " ".join(words(int(d), lang.code) for d in frac)
+    return f"{sign}{words(int(whole), lang.code)} {lang.point} {spoken}"
 
 
 def digits(text: str, lang: Language, grouped: bool = False) -> str:
