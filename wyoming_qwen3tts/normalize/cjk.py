@@ -76,6 +76,8 @@ class Speaker(ABC):
     label: str  # "No. 5": template with {} for the number
     versus: str  # "vs."
     halves: dict[str, str]  # "am"/"pm" -> the word said before the time
+    twelve_is_zero = False  # 12 AM/PM said as hour 0 after the half word (Japanese 午後零時, docs/TEXT-cjk.md)
+    noon = ""  # what "12:00 PM" is said as, if not by the clock (Japanese 正午)
     degree_word: str  # 度 / 도 written after a number: a temperature in the sentences Home Assistant builds
     units: dict[str, str]  # symbol -> template with {} for the spoken number
     currencies: dict[str, str]  # ISO code -> template with {} for the spoken amount
@@ -160,7 +162,9 @@ def _clock(speaker: Speaker, m: re.Match[str]) -> str | None:
     half = _MARKS[mark.lower().replace(".", "")] if mark else None
     if minute > 59 or (second is not None and second > 59) or hour > (12 if half else 24):
         return None
-    said = speaker.clock(hour, minute, second)
+    if speaker.noon and m["after"] and half == "pm" and (hour, minute, second) == (12, 0, None):
+        return speaker.noon
+    said = speaker.clock(0 if half and hour == 12 and speaker.twelve_is_zero else hour, minute, second)
     return speaker.half_word(hour, half) + said if m["after"] and half else said
 
 

@@ -81,6 +81,8 @@ LANGUAGE = Language(
     feminine=frozenset({"stunde", "minute", "sekunde", "lampe", "leuchte", "person", "tür", "steckdose",
                         "woche", "nachricht", "erinnerung", "aufgabe", "szene", "sirene"}),
     year=_year, time_suffix="Uhr",
+    between=("zwischen",),
+    counted_before=frozenset({"und", "oder", "bis", "von", "mal", "plus", "minus"}),
 )
 _RULES = Rules(LANGUAGE)
 

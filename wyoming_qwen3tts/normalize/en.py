@@ -69,6 +69,7 @@ LANGUAGE = Language(
     fractions={2: ("half", "halves"), 3: ("third", "thirds"), 4: ("quarter", "quarters")},
     date_words=("on", "by", "until", "since", "from", "before", "after"), year=_year,
     extra=((r"(?<![\w.])(1[1-9]\d0|20[0-9]0)s(?!\w)", _decade),),
+    between=("between",),
 )
 _RULES = Rules(LANGUAGE)
 

@@ -1,9 +1,9 @@
 """Spanish: decimal comma ("coma") and thousands dots, times "las catorce y treinta", dates
 "cuatro de diciembre de dos mil veintiséis", units agreeing in gender ("una hora", "veintiún
-grados"), money, ordinals "1.º"/"1.ª", abbreviations (docs/TEXT.md)."""
+grados"), money, ordinals "1.º"/"1.ª"/"1.er", abbreviations (docs/TEXT.md)."""
 from __future__ import annotations
 
-from .rules import Language, Rules, Unit, si_units, to_24h, words
+from .rules import NINE_DIGIT_PHONE, Language, Rules, Unit, si_units, to_24h, words
 
 _MONTHS = ("enero", "febrero", "marzo", "abril", "mayo", "junio", "julio", "agosto", "septiembre", "octubre",
            "noviembre", "diciembre")
@@ -64,20 +64,28 @@ def _ordinal(number: int, suffix: str, before: str) -> str:
 
 
 LANGUAGE = Language(
-    code="es", groups=".", decimal=",", point="coma", dot="punto", minus="menos", plus="más", to="a",
+    phones=(NINE_DIGIT_PHONE,),
+    code="es", groups=" .", decimal=",", point="coma", dot="punto", minus="menos", plus="más", to="a",
     and_word="y", version="versión", units=_UNITS, months=_MONTHS, date_order="dmy", time=_time, date=_date,
-    ordinal=_ordinal, ordinal_suffix=r"\.?[ºª]", plural=lambda value: 0 if value == 1 and "." not in str(value) else 1,
+    ordinal=_ordinal, ordinal_suffix=r"\.?(?:[ºª]|er)",
+    plural=lambda value: 0 if value == 1 and "." not in str(value) else 1,
     agree=_agree,
     abbreviations={"p. ej.": "por ejemplo", "aprox.": "aproximadamente", "etc.": "etcétera", "Sr.": "señor",
                    "Sra.": "señora", "Dr.": "doctor", "Dra.": "doctora", "vs.": "contra", "EE. UU.": "Estados Unidos",
                    "EE.UU.": "Estados Unidos"},
     number_words={"n.º": "número", "nº": "número", "N.º": "número", "Nº": "número", "núm.": "número",
-                  "No.": "número", "#": "número"},
+                  "No.": "número", "Nr.": "número", "#": "número"},
     fractions={2: ("medio", "medios"), 3: ("tercio", "tercios"), 4: ("cuarto", "cuartos")},
     date_words=("el", "del", "al", "hasta"), time_suffix="h|horas",
     feminine=frozenset({"hora", "horas", "vez", "veces", "luz", "luces", "lámpara", "lámparas", "persona",
                         "personas", "puerta", "puertas", "ventana", "ventanas", "habitación", "habitaciones",
                         "alarma", "alarmas", "semana", "semanas"}),
+    between=("entre",),
+    counted_before=frozenset({"y", "o", "u", "de", "del", "menos", "a", "al", "en", "por", "para", "con", "que",
+                               "más"}),
+    feminine_after=frozenset({"la", "las"}),
+    of_millions=lambda noun: "de " + noun,
+    decimals_as_number=True,
 )
 _RULES = Rules(LANGUAGE)
 

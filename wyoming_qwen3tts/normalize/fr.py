@@ -71,13 +71,17 @@ LANGUAGE = Language(
     agree=_agree,
     abbreviations={"etc.": "et cetera", "env.": "environ", "p. ex.": "par exemple", "vs.": "contre",
                    "c.-à-d.": "c'est à dire", "c.à.d.": "c'est à dire"},
-    number_words={"n°": "numéro", "N°": "numéro", "No.": "numéro", "no.": "numéro", "#": "numéro"},
+    number_words={"n°": "numéro", "N°": "numéro", "No.": "numéro", "no.": "numéro", "Nr.": "numéro", "#": "numéro"},
     fractions={2: ("demi", "demis"), 3: ("tiers", "tiers"), 4: ("quart", "quarts")},
     date_words=("le", "du", "au"),
     feminine=frozenset({"heure", "heures", "minute", "minutes", "seconde", "secondes", "fois", "lampe", "lampes",
                         "lumière", "lumières", "personne", "personnes", "porte", "portes", "fenêtre", "fenêtres",
                         "pièce", "pièces", "prise", "prises", "alarme", "alarmes", "minuterie", "minuteries"}),
     extra=((r"(?<![\w:.,])(\d{1,2})\s?h\s?([0-5]\d)?(?![\w])", _hours),),
+    between=("entre",), phone_groups=True,
+    counted_before=frozenset({"et", "ou", "à", "de", "du", "moins", "plus", "sur", "par"}),
+    of_millions=lambda noun: ("d'" if noun[:1] in "aeéiouhy" else "de ") + noun,
+    decimals_as_number=True,
 )
 _RULES = Rules(LANGUAGE)
 

@@ -1,9 +1,9 @@
 """Italian: decimal comma ("virgola") and thousands dots, times "quattordici e trenta", dates
-"quattro dicembre" ("primo" for the 1st), units agreeing in gender ("una ora"), money, ordinals
+"quattro dicembre" ("primo" for the 1st), units agreeing in gender ("una settimana", "un'ora"), money, ordinals
 "1º"/"1ª", abbreviations (docs/TEXT.md)."""
 from __future__ import annotations
 
-from .rules import Language, Rules, Unit, si_units, to_24h, words
+from .rules import Groups, Language, Rules, Unit, si_units, to_24h, words
 
 _MONTHS = ("gennaio", "febbraio", "marzo", "aprile", "maggio", "giugno", "luglio", "agosto", "settembre", "ottobre",
            "novembre", "dicembre")
@@ -37,6 +37,11 @@ def _agree(spoken: str, gender: str) -> str:
     return spoken
 
 
+def _one_hour(m: Groups) -> str | None:
+    """"1 ora", "1 h": "un'ora", as Italian elides "una" before a vowel (docs/TEXT.md)."""
+    return "un'ora"
+
+
 def _time(hours: int, minutes: int, seconds: int | None, half: str) -> str:
     spoken = _agree(words(to_24h(hours, half), "it"), "f")
     if minutes:
@@ -63,12 +68,18 @@ LANGUAGE = Language(
     agree=_agree,
     abbreviations={"ad es.": "ad esempio", "ecc.": "eccetera", "sig.": "signor", "Sig.": "signor",
                    "dott.": "dottor", "Dott.": "dottor", "vs.": "contro", "ca.": "circa"},
-    number_words={"n.": "numero", "N.": "numero", "nº": "numero", "Nº": "numero", "#": "numero"},
+    number_words={"n.": "numero", "N.": "numero", "nº": "numero", "Nº": "numero", "No.": "numero", "Nr.": "numero",
+                  "#": "numero"},
     fractions={2: ("mezzo", "mezzi"), 3: ("terzo", "terzi"), 4: ("quarto", "quarti")},
     date_words=("il", "dal", "al", "entro"),
     feminine=frozenset({"ora", "luce", "luci", "lampada", "lampade", "porta", "porte", "finestra", "finestre",
                         "stanza", "stanze", "persona", "persone", "volta", "volte", "sveglia", "sveglie",
                         "settimana", "settimane"}),
+    between=("tra", "fra"),
+    extra=((r"(?<![\w.,+-])1\s(?:ora|h)(?![\w/])", _one_hour),),
+    counted_before=frozenset({"e", "o", "di", "del", "a", "al", "meno", "più", "su", "per"}),
+    of_millions=lambda noun: "di " + noun,
+    decimals_as_number=True,
 )
 _RULES = Rules(LANGUAGE)
 

@@ -20,6 +20,8 @@ class Japanese(Speaker):
     versus = "対"
     degree_word = "度"
     halves = {"am": "午前", "pm": "午後"}
+    twelve_is_zero = True  # 12:30 PM is 午後零時三十分, 12:10 AM 午前零時十分: 午後十二時 is read as midnight by many
+    noon = "正午"
     slash_dates = True  # 12/4(木) is the 4th of December in Japanese text
     percent_words = "{}パーセント"
     units = {

@@ -44,7 +44,7 @@ def native(value: int) -> str:
 
 class Korean(Speaker):
     point = " 점 "
-    to = "부터 "
+    to = "에서 "  # "이십에서 이십오 도" (부터 wants a 까지 after it)
     sign_for_yen = "JPY"
     plus = "플러스 "
     label = "{} 번"

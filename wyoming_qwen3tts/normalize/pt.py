@@ -4,7 +4,7 @@ dots, times "catorze e trinta" (hours are feminine: "duas e cinco"), dates "quat
 (docs/TEXT.md)."""
 from __future__ import annotations
 
-from .rules import Language, Rules, Unit, si_units, to_24h, words
+from .rules import NINE_DIGIT_PHONE, Language, Rules, Unit, si_units, to_24h, words
 
 _MONTHS = ("janeiro", "fevereiro", "março", "abril", "maio", "junho", "julho", "agosto", "setembro", "outubro",
            "novembro", "dezembro")
@@ -66,19 +66,25 @@ def _ordinal(number: int, suffix: str, before: str) -> str:
 
 
 LANGUAGE = Language(
-    code="pt", groups=".", decimal=",", point="vírgula", dot="ponto", minus="menos", plus="mais", to="a",
+    phones=(NINE_DIGIT_PHONE,),
+    code="pt", groups=" .", decimal=",", point="vírgula", dot="ponto", minus="menos", plus="mais", to="a",
     and_word="e", version="versão", units=_UNITS, months=_MONTHS, date_order="dmy", time=_time, date=_date,
     ordinal=_ordinal, ordinal_suffix=r"\.?[ºª]",
     plural=lambda value: 0 if value == 1 and "." not in str(value) else 1, agree=_agree,
     abbreviations={"p. ex.": "por exemplo", "aprox.": "aproximadamente", "etc.": "etcetera", "Sr.": "senhor",
                    "Sra.": "senhora", "Dr.": "doutor", "vs.": "contra"},
     number_words={"nº": "número", "n.º": "número", "Nº": "número", "N.º": "número", "No.": "número",
-                  "#": "número"},
+                  "Nr.": "número", "#": "número"},
     fractions={2: ("meio", "meios"), 3: ("terço", "terços"), 4: ("quarto", "quartos")},
     date_words=("em", "no", "dia", "até"),
     feminine=frozenset({"hora", "horas", "luz", "luzes", "lâmpada", "lâmpadas", "porta", "portas", "janela",
                         "janelas", "pessoa", "pessoas", "vez", "vezes", "divisão", "divisões", "semana",
                         "semanas"}),
+    between=("entre",),
+    counted_before=frozenset({"e", "ou", "de", "do", "da", "menos", "a", "em", "por", "para", "com", "que", "mais"}),
+    feminine_after=frozenset({"é", "são", "às", "as"}),
+    of_millions=lambda noun: "de " + noun,
+    decimals_as_number=True,
 )
 _RULES = Rules(LANGUAGE)
 

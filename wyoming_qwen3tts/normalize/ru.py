@@ -8,7 +8,7 @@ from __future__ import annotations
 import re
 from decimal import Decimal
 
-from .rules import Groups, Language, Rules, Unit, si_units, to_24h, words
+from .rules import Groups, Language, Rules, Unit, si_units, to_24h, with_unit, words
 
 _MONTHS = ("января", "февраля", "марта", "апреля", "мая", "июня", "июля", "августа", "сентября", "октября",
            "ноября", "декабря")
@@ -105,6 +105,20 @@ def _ordinal(number: int, suffix: str, before: str) -> str:
     return _ordinal_form(spoken, case) if case else spoken
 
 
+_DURATION = {"час": _UNITS["h"], "минут": _UNITS["min"], "секунд": _UNITS["s"]}
+
+
+def _duration(m: Groups) -> str | None:
+    """"2 минут", "5 часа" (Home Assistant's timer answers write "минут" after every number): the
+    noun in the form the number takes ("две минуты", "пять часов"), as HA means it."""
+    noun = m.group(2)
+    unit = _DURATION[re.sub(r"(?<=[тд])[аыу]$|(?<=час)(?:а|ов)$", "", noun)]
+    if noun.endswith("у"):  # "через 1 минуту": the accusative, "одну минуту" (2 and more as nominative)
+        unit = Unit((noun, *unit.forms[1:]), unit.gender)
+        return re.sub(r"одна(?= \w+у$)", "одну", with_unit(Decimal(m.group(1)), unit, LANGUAGE))
+    return with_unit(Decimal(m.group(1)), unit, LANGUAGE)
+
+
 def _year(m: Groups) -> str | None:
     """"2026 год", "2026 года", "в 2026 году", "2026 г.": the year as an ordinal in the noun's case."""
     case = {"год": None, "года": "gen", "г.": "gen", "году": "prep"}[m.group(2)]
@@ -119,10 +133,15 @@ LANGUAGE = Language(
     abbreviations={"т.е.": "то есть", "т. е.": "то есть", "т.д.": "так далее", "т. д.": "так далее",
                    "т.п.": "тому подобное", "т. п.": "тому подобное", "т.к.": "так как", "т. к.": "так как",
                    "ул.": "улица", "vs.": "против"},
-    number_words={"№": "номер", "No.": "номер", "#": "номер"},
+    number_words={"№": "номер", "No.": "номер", "Nr.": "номер", "#": "номер"},
+    fractions={2: ("вторая", "вторых"), 3: ("третья", "третьих"), 4: ("четвёртая", "четвёртых")},
+    fraction_gender="f",
     feminine=frozenset({"минута", "минуты", "секунда", "секунды", "лампа", "лампы", "дверь", "двери", "комната",
                         "комнаты", "неделя", "недели", "розетка", "розетки"}),
-    extra=((r"(?<![\w.])(\d{4})\s(году|года|год|г\.)(?![\w])", _year),),
+    extra=((r"(?<![\w.])(\d{4})\s(году|года|год|г\.)(?![\w])", _year),
+           (r"(?<![\w.,+-])(\d{1,6})\s(часов|часа|час|минуты|минута|минуту|минут|секунды|секунда|секунду|секунд)(?![\w])",
+            _duration)),
+    phone_groups=True,
 )
 _RULES = Rules(LANGUAGE)
 

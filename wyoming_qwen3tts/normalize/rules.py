@@ -21,6 +21,8 @@ from num2words import CONVERTER_CLASSES, num2words
 
 log = logging.getLogger(__name__)
 
+# a Spanish or Portuguese phone number, nine digits in threes ("912 345 678"), not 912 million
+NINE_DIGIT_PHONE = r"(?<![\w.,+-])[2-9]\d{2} \d{3} \d{3}(?![\w.,]?\d)"
 MAX_DIGITS = 15  # a longer number (an ID, a serial) is left as written: no one says it as a number
 CURRENCY_SYMBOLS = {"$": "USD", "€": "EUR", "£": "GBP", "₽": "RUB", "USD": "USD", "EUR": "EUR", "GBP": "GBP",
                     "RUB": "RUB", "CHF": "CHF"}
@@ -61,10 +63,18 @@ class Language:
     abbreviations: Mapping[str, str] = field(default_factory=dict)  # always
     number_words: Mapping[str, str] = field(default_factory=dict)  # only before a number ("No." 5)
     fractions: Mapping[int, tuple[str, str]] = field(default_factory=dict)  # denominator: one, other
+    decimals_as_number: bool = False  # "12,75": "douze virgule soixante-quinze" (fr es it pt), not digit by digit
+    fraction_gender: str = "m"  # the numerator agrees with it: "одна четвёртая", "две третьих"
     date_words: tuple[str, ...] = ()  # words after which "3/4" is a date
+    between: tuple[str, ...] = ()  # words after which a range takes and_word: "between 20 and 25"
+    phone_groups: bool = False  # phone numbers read group by group as numbers ("+33 1 23": French, Russian)
+    phones: tuple[str, ...] = ()  # the language's own phone number patterns (before its grouped numbers)
+    of_millions: Callable[[str], str] | None = None  # a noun after whole millions: "de euros" (es, fr, it, pt)
     year: Callable[[int], str] | None = None  # a four-digit year on its own (en, de)
     time_suffix: str = ""  # regex of a word after a time that the reading already says ("Uhr")
     feminine: frozenset[str] = frozenset()  # nouns (lower case) a number before agrees with as feminine
+    counted_before: frozenset[str] = frozenset()  # words after a number that are no noun it agrees with ("y")
+    feminine_after: frozenset[str] = frozenset()  # words after which a number is feminine ("la 1": the hour)
     extra: tuple[tuple[str, Callable[[Groups], str | None]], ...] = ()  # language-only patterns
 
 
@@ -141,20 +151,40 @@ def cardinal(value: Decimal, lang: Language, gender: str | None = None) -> str:
     if lang.code == "ru":
         return sign + words(value, "ru")
     whole, _, frac = str(value).partition(".")
-    digits = " ".join(words(int(d), lang.code) for d in frac)
-    return f"{sign}{words(int(whole), lang.code)} {lang.point} {digits}"
+    rest = frac.lstrip("0")
+    if lang.decimals_as_number and len(frac) <= 2 and rest:  # "zéro cinq", "soixante quinze", "cinquante"
+        spoken = " ".join([words(0, lang.code)] * (len(frac) - len(rest)) + [words(int(rest), lang.code)])
+    else:
+        spoken = " ".join(words(int(d), lang.code) for d in frac)
+    return f"{sign}{words(int(whole), lang.code)} {lang.point} {spoken}"
 
 
-def digits(text: str, lang: Language) -> str:
-    """Digit by digit (phone numbers, codes with a leading zero); groups apart by a comma."""
-    groups = [g for g in re.split(r"[^\d+]+", text) if g]
-    spoken = [" ".join(lang.plus if ch == "+" else words(int(ch), lang.code) for ch in g) for g in groups]
+def digits(text: str, lang: Language, grouped: bool = False) -> str:
+    """Digit by digit (phone numbers, codes with a leading zero); groups apart by a comma.
+    `grouped`: a group of up to three digits is read as a number, its leading zeros each as
+    zero ("01 23" → "zéro un, vingt trois": how French and Russian say phone numbers)."""
+    spoken = []
+    for group in (g for g in re.split(r"[^\d+]+", text) if g):
+        sign, bare = (lang.plus + " ", group[1:]) if group.startswith("+") else ("", group)
+        if grouped and bare and len(bare) <= 3:
+            rest = bare.lstrip("0")
+            said = [words(0, lang.code)] * (len(bare) - len(rest)) + ([words(int(rest), lang.code)] if rest else [])
+        else:
+            said = [words(int(ch), lang.code) for ch in bare]
+        spoken.append(sign + " ".join(said))
     return ", ".join(spoken)
 
 
 def with_unit(value: Decimal, unit: Unit, lang: Language) -> str:
     form = unit.forms[min(lang.plural(abs(value)), len(unit.forms) - 1)]  # "minus one degree"
-    return f"{cardinal(value, lang, unit.gender)} {form}"
+    return _counted(value, cardinal(value, lang, unit.gender), form, lang)
+
+
+def _counted(value: Decimal, number: str, noun: str, lang: Language) -> str:
+    """A number and its noun: "un millón de euros" where the language joins whole millions so."""
+    if lang.of_millions and value and value == value.to_integral_value() and not value % 1_000_000:
+        return f"{number} {lang.of_millions(noun)}"
+    return f"{number} {noun}"
 
 
 def currency(value: Decimal, code: str, lang: Language) -> str | None:
@@ -162,12 +192,28 @@ def currency(value: Decimal, code: str, lang: Language) -> str | None:
     forms = getattr(converter, "CURRENCY_FORMS", {}).get(code)
     if forms is None:
         return None
-    if value != value.to_integral_value() or "." in str(value):
+    if value != value.to_integral_value():
         if value.as_tuple().exponent != -2:  # not a whole number of cents: unsure
             return None
+        if abs(value) < 1:
+            return _cents_only(value, code, lang)
         return words(value, lang.code, to="currency", currency=code)
+    if "." in str(value) and value.as_tuple().exponent != -2:
+        return None
+    value = value.to_integral_value()  # "1,00 €": one euro (num2words would add "zero cents")
     noun = converter.pluralize(int(abs(value)), forms[0])
-    return f"{cardinal(value, lang, 'm')} {noun}"
+    return _counted(value, cardinal(value, lang, "m"), noun, lang)
+
+
+def _cents_only(value: Decimal, code: str, lang: Language) -> str:
+    """"0,32 €" as "zweiunddreißig Cent", not "null Euro und zweiunddreißig Cent": num2words'
+    reading without the words that every amount under one shares (the zero amount and the
+    joining word: what the readings of one and two cents have in common), so the cents keep
+    num2words' agreement ("veintiún céntimos")."""
+    one, two = (words(Decimal(v), lang.code, to="currency", currency=code).split() for v in ("0.01", "0.02"))
+    common = next(i for i, (a, b) in enumerate(zip(one, two)) if a != b)  # "zero euros e" | "um", "dois"
+    said = words(abs(value), lang.code, to="currency", currency=code).split()
+    return (lang.minus + " " if value < 0 else "") + " ".join(said[common:])
 
 
 # --- the pattern -----------------------------------------------------------------------------
@@ -188,17 +234,24 @@ class Rules:
         abbreviations = "|".join(re.escape(a) for a in sorted(lang.abbreviations, key=len, reverse=True)) or "(?!)"
         number_words = "|".join(re.escape(a) for a in sorted(lang.number_words, key=len, reverse=True)) or "(?!)"
         end = r"(?![\w])"
+        # "1.000.000" is a million, not a version, where the language groups with "." (read by the
+        # money, unit and number rules after it: "eine Million Euro")
+        dotted = r"(?!\d{1,3}(?:\.\d{3})+(?!\.?\d))" if "." in lang.groups else ""
         suffix = rf"(?:\s(?:{lang.time_suffix}))?" if lang.time_suffix else ""  # "14:30 Uhr"
         alternatives: list[tuple[str, Callable[[Groups], str | None]]] = list(lang.extra) + [
             (r"(?<![\w+])\+\d{1,3}(?:[ ./-]?\(?\d{1,5}\)?){2,5}(?![\w.,]?\d)", self._phone),
+            *((p, self._phone) for p in lang.phones),
             (r"(?<![\w(])\(?0\d{2,4}\)?[ /-]\d{3,}(?:[ -]\d{2,})*" + end, self._phone),
             (r"(?<![\w(])\(?\d{3}\)?[ -]\d{3}-\d{4}" + end, self._phone),
             (r"(?<![\w.])(\d{1,3})\.(\d{1,3})\.(\d{1,3})\.(\d{1,3})(?![.\d])", self._ip),
             (r"(?<![\w.-])(\d{4})-(\d{2})-(\d{2})(?:[T ](\d{1,2}):(\d{2})(?::(\d{2}))?)?" + end, self._iso),
+            # after the ISO date: "8 800 555-35-35" (Russian), "01 23 45 67 89" (French)
+            (r"(?<![\w.,-])\d{1,4}(?: \d{2,4})*(?:-\d{2,4}){2,}(?![\w.,-]?\d)", self._phone),
+            (r"(?<![\w.,-])0\d(?:[ .-]\d{2}){4}(?![\w.,-]?\d)", self._phone),
             (r"(?<![\w.])(\d{1,2})(\.)(\d{1,2})\.(\d{4}|\d{2})" + end, self._numeric_date),
             (r"(?<![\w./])(\d{1,2})(/)(\d{1,2})/(\d{4}|\d{2})" + end, self._numeric_date),
-            (r"(?<![\w.])(\d{1,2})\.(\d{1,2})\.(?=\s|$)", self._short_date),
-            (r"(?<![\w.])([vV]\d+(?:\.\d+)+|\d+(?:\.\d+){2,})(?![.]?\d)" + end, self._version),
+            (r"(?<![\w.])(\d{1,2})\.(\d{1,2})\.(?=\s|$|[,;!?)])", self._short_date),
+            (rf"(?<![\w.]){dotted}([vV]\d+(?:\.\d+)+|\d+(?:\.\d+){{2,}})(?![.]?\d)" + end, self._version),
             (rf"(?<![\w:.])(\d{{1,2}}):([0-5]\d)(?::([0-5]\d))?(?:\s?([AaPp]){_AM_PM})?{suffix}{end}", self._time),
             (rf"(?<![\w:.])(\d{{1,2}})\s?([AaPp]){_AM_PM}", self._hour_ampm),
             (rf"(?<![\w.])(\d{{1,2}})[.°º]?\s(?=(?:de\s)?(?:{months})\b)(?:(de)\s)?({months})\b", self._day_month),
@@ -240,7 +293,7 @@ class Rules:
     # --- readings (None: not sure, left as written) ---
 
     def _phone(self, m: Groups) -> str | None:
-        return digits(m.group(0), self.lang)
+        return digits(m.group(0), self.lang, self.lang.phone_groups)
 
     def _ip(self, m: Groups) -> str | None:
         parts = [int(m.group(i)) for i in range(1, 5)]
@@ -251,8 +304,6 @@ class Rules:
     def _version(self, m: Groups) -> str | None:
         text = m.group(1)
         lang = self.lang
-        if lang.groups and "." in lang.groups and re.fullmatch(r"\d{1,3}(?:\.\d{3})+", text):
-            return self._number_text(text)  # "1.000.000" in German: a million
         prefix = ""
         if text[0] in "vV":
             prefix, text = lang.version + " ", text[1:]
@@ -322,9 +373,10 @@ class Rules:
         if low is None or high is None or not low < high or m.group(1)[:1] in "-−+" and m.group(2)[:1] not in "-−+":
             return None
         unit = self.lang.units.get(m.group(3) or "")
+        to = self.lang.and_word if self._before(m) in self.lang.between else self.lang.to  # "between 20 and 25"
         if unit is None:
-            return f"{cardinal(low, self.lang)} {self.lang.to} {cardinal(high, self.lang)}"
-        return f"{cardinal(low, self.lang, unit.gender)} {self.lang.to} {with_unit(high, unit, self.lang)}"
+            return f"{cardinal(low, self.lang)} {to} {cardinal(high, self.lang)}"
+        return f"{cardinal(low, self.lang, unit.gender)} {to} {with_unit(high, unit, self.lang)}"
 
     def _unit(self, m: Groups) -> str | None:
         value = parse(m.group(1), self.lang)
@@ -344,7 +396,7 @@ class Rules:
             return None
         if 0 < a < b and b in self.lang.fractions:
             one, other = self.lang.fractions[b]
-            return f"{cardinal(Decimal(a), self.lang, 'm')} {one if a == 1 else other}"
+            return f"{cardinal(Decimal(a), self.lang, self.lang.fraction_gender)} {one if a == 1 else other}"
         return None
 
     def _number_word(self, m: Groups) -> str | None:
@@ -356,9 +408,20 @@ class Rules:
     def _number(self, m: Groups) -> str | None:
         # before a word, a number agrees with it: feminine if the language lists it, else as
         # before a masculine noun ("ein Licht", "un jour"); at the end it is counted ("eins")
+        # ("eins und zwei", "veintiuno de la mañana"); after "la"/"são" it is an hour ("la una")
         noun = re.match(r"\s+([^\W\d]+)", m.string[m.end():])
-        gender = None if noun is None else "f" if noun.group(1).lower() in self.lang.feminine else "m"
-        return self._number_text(m.group(1), gender)
+        word = None if noun is None else noun.group(1).lower()
+        if self._before(m) in self.lang.feminine_after:
+            gender: str | None = "f"
+        elif word is None or word in self.lang.counted_before:
+            gender = None
+        else:
+            gender = "f" if word in self.lang.feminine else "m"
+        spoken = self._number_text(m.group(1), gender)
+        if spoken and gender and word and self.lang.of_millions:  # "un millón de personas"
+            joined = _counted(parse(m.group(1), self.lang) or Decimal(0), spoken, word, self.lang)
+            return joined[: -len(word)].rstrip()
+        return spoken
 
     def _number_text(self, text: str, gender: str | None = None) -> str | None:
         bare = text.lstrip("-−+")
