@@ -166,11 +166,14 @@ def polyphase(x: T, p: Params, rate: int) -> T:
     wt = p.array("weight")  # torch layout [C_in, C_out, taps·r]
     c_in, c_out, k = wt.shape
     taps = k // rate
-    # conv weight [C_out·r, C_in, taps]: channel c·r + j, conv tap t reads x[l - (taps-1-t)]
-    kernel = wt.reshape(c_in, c_out, taps, rate)[:, :, ::-1, :].transpose(1, 3, 0, 2).reshape(c_out * rate, c_in, taps)
+    # conv weight [r·C_out, C_in, taps]: channel j·C_out + c (phase-major), conv tap t reads x[l - (taps-1-t)]
+    kernel = wt.reshape(c_in, c_out, taps, rate)[:, :, ::-1, :].transpose(3, 1, 0, 2).reshape(rate * c_out, c_in, taps)
     y = op.convolution(x, p.weights(np.ascontiguousarray(kernel)), [1], [0], [0], [1])
-    y = y + per_channel(np.repeat(p.array("bias"), rate))
-    return y.reshape(0, c_out, rate, -1).transpose(0, 1, 3, 2).reshape(0, c_out, -1)  # via [B, C_out, L, r]
+    y = y + per_channel(np.tile(p.array("bias"), rate))
+    # channel j·C_out + c of sample l -> sample l·r + j of channel c: one DepthToSpace, which the CPU
+    # plugin runs in its convolutions' channels-last layout (a reshape-transpose-reshape went
+    # through two reorders to the planar layout and back, docs/OPENVINO.md §14)
+    return op.depth_to_space(y, "blocks_first", rate)
 
 
 def trans_conv(x: T, p: Params, stride: int) -> T:
