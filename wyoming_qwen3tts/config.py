@@ -26,7 +26,7 @@ from .engine.devices import KV_PRECISIONS, PRECISION_SETTINGS
 DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 DEVICES = ("CPU", "GPU", "NPU", "AUTO")
 # Equal to convert.ops.WEIGHT_FORMATS (a test checks it); importing that would load openvino.
-WEIGHT_FORMATS = ("int8", "int4", "fp16", "fp32")
+WEIGHT_FORMATS = ("int8", "int4", "mixed", "fp16", "fp32")
 
 
 class ConfigError(ValueError):

@@ -14,7 +14,7 @@ import openvino as ov
 from ..model.checkpoint import TensorStore
 from .expr import T, cat, f32, i64, op
 
-WEIGHT_FORMATS = ("int8", "int4", "fp16", "fp32")
+WEIGHT_FORMATS = ("int8", "int4", "mixed", "fp16", "fp32")
 
 
 @dataclass(frozen=True)
