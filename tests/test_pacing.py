@@ -13,6 +13,7 @@ from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import open_batch
 from wyoming_qwen3tts.engine.step import ChunkSchedule, short_chunks_carry_on
 from wyoming_qwen3tts.model.prompt import VoiceRequest
+from wyoming_qwen3tts.server.holdback import Holdback
 
 FRAME_S = 0.08
 
@@ -169,3 +170,18 @@ def test_runners_pace_only_with_a_steady_graph_of_the_short_length():
     assert not short_chunks_carry_on(ChunkSchedule(1, 8), {8})  # a 1-frame call through the 8-frame graph
     assert not short_chunks_carry_on(ChunkSchedule(8, 8), {8})  # no short chunks at all
     assert not short_chunks_carry_on(ChunkSchedule(1, 8, offline=True), {1, 8})
+
+
+def test_a_stream_only_just_faster_than_real_time_starts_without_the_holdbacks_wait():
+    """Issue 38: 57 ms steps and 20 ms 1-frame calls (13 frames/s, a default-preset stream on two
+    cores) once made the pacer take long chunks (it asked for 10 % over real time), and the
+    holdback then held the start for most of an 8-frame chunk's making. Short chunks keep up, so
+    the stream comes in them, and at the pacer's rate its start plays at once."""
+    p = pacer(step=0.057, short=0.02, long=0.07)
+    assert p.keeps_up(1)
+    rate = p.short_rate(1)
+    assert rate is not None and 12.5 < rate < 13.75
+    hold = Holdback(0.5)
+    assert hold.wait_s(made=1, since_first_s=0.0, held=1, tokens=20, chunk=1, expected_rate=rate) == 0.0
+    # the long-chunk schedule it replaced: the start waits ~0.5 s, the whole bound
+    assert hold.wait_s(made=1, since_first_s=0.0, held=1, tokens=20, chunk=8, expected_rate=rate) > 0.45
