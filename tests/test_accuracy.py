@@ -12,7 +12,7 @@ from qwen3tts_tools.bench.accuracy import first_difference, main, rel_err
 FRAMES = 8
 ROW = {"weights", "precision", "kv_precision", "model_dir", "talker", "subcode", "decoder", "seconds"}
 TALKER = {"prompt_rel_err", "logits_rel_err", "top1_agreement", "greedy_prefix", "greedy_agreement"}
-SUBCODE = {"logits_rel_err", "group_rel_err", "code_agreement", "prefix_mean", "frames_equal"}
+SUBCODE = {"logits_rel_err", "group_rel_err", "code_agreement", "prefix_mean", "frames_equal", "audio_snr_db"}
 DECODER = {"codec_weights", "snr_db", "max_abs_err"}
 SPREAD = {"median", "min", "max", "n"}
 
@@ -63,6 +63,7 @@ def test_f32_against_itself_is_exact(report):
     assert subcode["logits_rel_err"]["max"] == 0 and subcode["code_agreement"] == 1 and subcode["prefix_mean"] == 15
     assert subcode["logits_rel_err"]["n"] == FRAMES * 15  # every group compared: no code ever differed
     assert decoder["snr_db"] is None and decoder["max_abs_err"] == 0  # bit-identical: infinite SNR
+    assert subcode["audio_snr_db"] is None  # its codes are the reference's: the same audio
 
 
 def test_int8_is_close_but_not_exact(report):
@@ -72,6 +73,9 @@ def test_int8_is_close_but_not_exact(report):
     assert 0 < subcode["logits_rel_err"]["median"] <= subcode["logits_rel_err"]["max"] < 0.2
     assert subcode["group_rel_err"][0] > 0  # group 1 is compared on every frame
     assert talker["top1_agreement"] >= 0.5 and subcode["code_agreement"] >= 0.3
+    # a code that differs is heard (finite SNR, the audio not lost entirely); equal codes are not
+    assert (subcode["audio_snr_db"] is None) == (subcode["code_agreement"] == 1)
+    assert subcode["audio_snr_db"] is None or subcode["audio_snr_db"] > -10
     # the codec is not quantised (fp32 codec weights), and at f32 it is the reference's graph
     assert decoder["codec_weights"] == "fp32" and decoder["snr_db"] is None
 

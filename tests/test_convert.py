@@ -56,7 +56,7 @@ def _failing(monkeypatch, exc: BaseException) -> None:
     monkeypatch.setattr(pipeline, "GRAPHS", graphs)
 
 
-@pytest.mark.parametrize("fmt", ["fp32", "fp16", "int8", "int4"])
+@pytest.mark.parametrize("fmt", ["fp32", "fp16", "int8", "int4", "mixed"])
 def test_convert_writes_ir_manifest_and_runtime_files(converted, checkpoint_factory, fmt):
     src, out = checkpoint_factory("tiny"), converted(fmt)
     m, spec = read_converted(out, graphs=GRAPHS)
@@ -75,8 +75,9 @@ def test_convert_writes_ir_manifest_and_runtime_files(converted, checkpoint_fact
     assert list(m["graphs"]) == list(GRAPHS) + codec
     core = ov.Core()
     for name, g in m["graphs"].items():
-        int4 = fmt == "int4" and name in INT4_GRAPHS  # the fast preset: INT4 talker and subcode, INT8 embed
-        stored = "int8" if fmt == "int4" and not int4 else fmt
+        # the fast preset: INT4 talker and subcode, INT8 embed; mixed: INT4 subcode alone
+        int4 = (fmt == "int4" and name in INT4_GRAPHS) or (fmt == "mixed" and name == "subcode")
+        stored = "int4" if int4 else "int8" if fmt in ("int4", "mixed") else fmt
         assert g["weights"] == ("fp32" if name.startswith("codec") else
                                 {"int8": "int8_sym", "int4": f"int4_sym_g{INT4_GROUP}"}.get(stored, stored))
         assert g["bin_bytes"] == (out / g["bin"]).stat().st_size
@@ -85,7 +86,7 @@ def test_convert_writes_ir_manifest_and_runtime_files(converted, checkpoint_fact
             assert [(p.get_any_name(), p.get_partial_shape(), p.get_element_type().get_type_name()) for p in ports] == \
                 [(r["name"], ov.PartialShape(r["shape"]), r["type"]) for r in recorded]
         kinds, lm = g["constant_bytes"], not name.startswith("codec")  # the codec stays fp32
-        assert ("i8" in kinds) == (lm and fmt in ("int8", "int4")) and ("i4" in kinds) == int4, (name, kinds)
+        assert ("i8" in kinds) == (lm and fmt in ("int8", "int4", "mixed")) and ("i4" in kinds) == int4, (name, kinds)
         assert ("f16" in kinds) == (lm and fmt != "fp32"), (name, kinds)
     assert m["graphs"]["talker"]["states"], "the talker IR is stateful"
 
@@ -97,6 +98,8 @@ def test_int4_int8_and_fp16_are_smaller_than_fp32(converted):
         assert int8[name] < 0.35 * fp32[name], name  # weights dominate: ~1/4 plus scales
     for name in INT4_GRAPHS:  # tables and heads stay INT8 (most of a tiny model): smaller, not half
         assert int4[name] < int8[name], name
+    mixed = _bin_bytes(converted("mixed"))  # INT8 but for the code predictor, INT4's
+    assert mixed == {**int8, "subcode": int4["subcode"]}
     assert not _leftovers(converted("fp32").parent, "fp32")
 
 

@@ -26,7 +26,7 @@ from .engine.devices import KV_PRECISIONS, PRECISION_SETTINGS
 DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 DEVICES = ("CPU", "GPU", "NPU", "AUTO")
 # Equal to convert.ops.WEIGHT_FORMATS (a test checks it); importing that would load openvino.
-WEIGHT_FORMATS = ("int8", "int4", "fp16", "fp32")
+WEIGHT_FORMATS = ("int8", "int4", "mixed", "fp16", "fp32")
 
 
 class ConfigError(ValueError):
@@ -39,7 +39,7 @@ class ModelConfig:
 
     source: str = DEFAULT_MODEL  # a qwen3tts-convert output dir, a checkpoint dir, or a hub repo id
     data_dir: str = "~/.cache/wyoming-qwen3tts"  # conversions of checkpoints and repo ids
-    weights: str = "int8"  # weight format of those conversions
+    weights: str = "mixed"  # weight format of those conversions (mixed: INT8 talker, INT4 code predictor)
     memory_budget_mb: int | None = None  # several models: unload the least recently used idle one beyond this
 
     @property

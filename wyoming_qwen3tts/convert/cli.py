@@ -37,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("out", type=Path, help="output directory (created atomically)")
     parser.add_argument("--weights", choices=WEIGHT_FORMATS, default="int8",
                         help="int8: INT8_SYM weights via nncf (default); int4: INT4_SYM (group 128) talker and "
-                             "subcode, the fast preset (judge it on real weights); fp16 / fp32: uncompressed")
+                             "subcode, the fast preset (judge it on real weights); mixed: INT8 talker, INT4 "
+                             "subcode (code predictor); fp16 / fp32: uncompressed")
     parser.add_argument("--codec-weights", choices=CODEC_FORMATS, default="fp32",
                         help="codec decoder weights (fp32 is exact; fp16 halves its size)")
     parser.add_argument("--first-chunks", type=_sizes, default=FIRST_CHUNKS,

@@ -15,7 +15,7 @@ from ..model.checkpoint import TensorStore
 from .expr import T, cat, f32, i64, op
 from .spill import WeightSpill
 
-WEIGHT_FORMATS = ("int8", "int4", "fp16", "fp32")
+WEIGHT_FORMATS = ("int8", "int4", "mixed", "fp16", "fp32")
 SPILL_BLOCK_BYTES = 64 * 2**20  # f32 rows widened at a time for a spilled checkpoint tensor
 
 

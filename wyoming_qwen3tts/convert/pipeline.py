@@ -86,11 +86,24 @@ _COMMIT = re.compile(r"^[0-9a-f]{40}$")
 # prompt-embedding graph is INT8 whole (it gathers rows, it reads no full matrix per step).
 INT4_GROUP = 128
 INT4_GRAPHS = ("talker", "subcode")
+# A weight format by stage: `mixed` keeps the talker (which picks each frame's first code, what
+# is said and how) at INT8 and gives the code predictor, whose 5 layers are read 15 times per
+# frame, INT4's half-size working set (docs/BENCHMARKS.md, "The default preset").
+STAGE_FORMATS: dict[str, dict[str, str]] = {"mixed": {"talker": "int8", "subcode": "int4"}}
 _PRECISION = {"int8": "int8_sym", "int4": f"int4_sym_g{INT4_GROUP}", "fp16": "fp16", "fp32": "fp32"}
 # f32 weights of one graph held in RAM before the rest go to a scratch file: with the compressed
 # copy, nncf's per-matrix work and the libraries, a full-size 1.7B INT4 converts in 1.6 GB peak RSS
 # and a 0.6B INT8 in 1.3 (docs/BENCHMARKS.md), which an 8 GB box beside Home Assistant can give.
 WEIGHT_BUDGET = 512 * 2**20
+
+
+def graph_format(weights: str, name: str) -> str:
+    """The weight format of language-model graph `name` in a `weights` conversion: INT4 only
+    where the format puts it (its other graphs, and any graph of a format by stage that does
+    not name it, are INT8)."""
+    if weights in STAGE_FORMATS:
+        return STAGE_FORMATS[weights].get(name, "int8")
+    return "int8" if weights == "int4" and name not in INT4_GRAPHS else weights
 
 
 class ConvertError(RuntimeError):
@@ -164,8 +177,6 @@ def _compress(model: ov.Model, fmt: str) -> ov.Model:
 def _convert_graph(name: str, build: Builder, src: Path, fmt: str, work: Path, budget: int) -> dict[str, Any]:
     """Build, compress and save one graph; nothing of it stays in memory afterwards."""
     start = time.perf_counter()
-    if fmt == "int4" and name not in INT4_GRAPHS:
-        fmt = "int8"
     log.info("%s: building (%s weights)", name, fmt)
     with WeightSpill(work / f".{name}.spill", budget) as spill:
         model = build(Checkpoint(src), Weights(fmt, spill))  # a fresh checkpoint: its mapped pages go with it
@@ -267,7 +278,7 @@ def convert(src: str | Path, out: Path, weights: str = "int8", force: bool = Fal
     root, source = resolve_source(src, revision)
     spec = Checkpoint(root).spec  # validates the checkpoint before any work
     clone = spec.model_type == "base"
-    plan = [(name, build, weights) for name, build in GRAPHS.items()]
+    plan = [(name, build, graph_format(weights, name)) for name, build in GRAPHS.items()]
     plan += [(name, build, codec_weights) for name, build in codec_graphs(first_chunks, steady_chunks, clone).items()]
     plan += [(name, build, "fp32") for name, build in (CLONE_GRAPHS.items() if clone else ())]
     source["content_sha256"], source["files"] = mf.source_digest(root)

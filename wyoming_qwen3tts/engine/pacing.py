@@ -12,9 +12,14 @@ size, through a steady graph of that length, which carries the decoder state on 
 as the audio it is ahead of playback would not cover the wait for a long chunk, and long ones
 once it would. The engine measures the two costs that decide it as it runs: a decode step's
 generation time at each batch size, and one stream's decoder call at each chunk size. Short
-chunks only help while they are themselves faster than real time; when they are not, the
-long ones make the most audio and the schedule does not change (the server's holdback is
+chunks only help while they are themselves at least as fast as real time; when they are not,
+the long ones make the most audio and the schedule does not change (the server's holdback is
 what then guards the start).
+
+They are taken whenever they keep up at all, not only with a margin over real time: the other
+choice, a long chunk, makes the server's holdback (server/holdback.py) hold a streamed start
+for most of that chunk's making — ~0.5 s at 13–15 frames/s, which is where a default-preset
+stream sits on two cores (docs/BENCHMARKS.md, "Against Home Assistant's default TTS").
 """
 from __future__ import annotations
 
@@ -23,7 +28,6 @@ import statistics
 from dataclasses import dataclass, field
 
 MARGIN_S = 0.1  # audio kept in hand beyond the predicted wait for a long chunk (the host's jitter)
-HEADROOM = 1.1  # short chunks must come this much faster than real time to be worth their cost
 WINDOW = 7  # recent measurements an estimate is the median of (a first, cold call is far off)
 
 
@@ -70,11 +74,10 @@ class Pacer:
         return None if step is None or short is None else 1.0 / (step + sequences * short)
 
     def keeps_up(self, sequences: int) -> bool:
-        """Whether short chunks come clearly faster than they play at this batch size (by
-        HEADROOM: a rate that only just keeps up runs dry on the host's jitter, and would cost
-        the decoder's per-call overhead for nothing)."""
+        """Whether short chunks come at least as fast as they play at this batch size (the
+        estimates are medians of recent calls, so one slow step does not flip it)."""
         rate = self.short_rate(sequences)
-        return rate is not None and rate * self.frame_s >= HEADROOM
+        return rate is not None and rate * self.frame_s >= 1.0
 
     def short_due(self, sequences: int, ahead_s: float, ready: int) -> bool:
         """Whether a paced sequence with `ready` frames not yet decoded (fewer than a long

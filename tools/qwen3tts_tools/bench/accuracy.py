@@ -128,6 +128,7 @@ class SubcodeAccuracy:
     code_agreement: float  # share of all N·15 codes equal to the reference's
     prefix_mean: float  # codes per frame before the first difference (15: all equal)
     frames_equal: float  # share of frames with all 15 codes equal
+    audio_snr_db: float | None  # what its codes cost in audio (subcode_audio_snr; None: identical)
 
 
 @dataclass
@@ -329,7 +330,23 @@ def talker_accuracy(model: LoadedModel, ref: Reference, case: Case) -> TalkerAcc
                           greedy_prefix=int(first_difference(same)), greedy_agreement=float(same.mean()))
 
 
-def subcode_accuracy(model: LoadedModel, ref: Reference) -> SubcodeAccuracy:
+def snr_db(pcm: np.ndarray, clean: np.ndarray) -> float | None:
+    """Signal-to-noise ratio of `pcm` against `clean`, dB (None: identical)."""
+    err = pcm.astype(np.float64) - clean
+    noise = float(np.sum(err * err))
+    return None if noise == 0 else float(10 * np.log10(np.sum(np.square(clean.astype(np.float64))) / noise))
+
+
+def subcode_audio_snr(model: LoadedModel, ref: Reference, codes: np.ndarray, case: Case) -> float | None:
+    """The audio cost of the subcode's codes alone: the reference's group-0 codes with the
+    preset's codes 1-15 against the reference's codes, both decoded by the preset's decoder
+    (so its own precision does not count), SNR in dB. Codes 1-15 are the codec's finer
+    residual codebooks: this tells what a stage's weight format costs in what is heard."""
+    ours = np.concatenate([ref.trace.codes[:, :1], codes], axis=1)
+    return snr_db(decode(model, ours, case), decode(model, ref.trace.codes, case))
+
+
+def subcode_accuracy(model: LoadedModel, ref: Reference, case: Case) -> SubcodeAccuracy:
     codes, logits = subcode_logits(model, ref.trace.hidden, ref.trace.codes[:, 0])
     same = codes == ref.subcode_codes  # [N, 15]
     agreed = np.cumprod(np.concatenate([np.ones_like(same[:, :1]), same[:, :-1]], axis=1), axis=1).astype(bool)
@@ -337,15 +354,13 @@ def subcode_accuracy(model: LoadedModel, ref: Reference) -> SubcodeAccuracy:
     groups = [float(np.median(err[agreed[:, g], g])) if agreed[:, g].any() else None for g in range(same.shape[1])]
     return SubcodeAccuracy(logits_rel_err=Spread.of(err[agreed]), group_rel_err=groups,
                            code_agreement=float(same.mean()), prefix_mean=float(first_difference(same).mean()),
-                           frames_equal=float(same.all(axis=1).mean()))
+                           frames_equal=float(same.all(axis=1).mean()),
+                           audio_snr_db=subcode_audio_snr(model, ref, codes, case))
 
 
 def decoder_accuracy(model: LoadedModel, ref: Reference, case: Case, codec_weights: str) -> DecoderAccuracy:
     pcm = decode(model, ref.trace.codes, case)
-    err = pcm.astype(np.float64) - ref.pcm
-    noise = float(np.sum(err * err))
-    snr = None if noise == 0 else float(10 * np.log10(np.sum(np.square(ref.pcm.astype(np.float64))) / noise))
-    return DecoderAccuracy(codec_weights, snr, float(np.abs(err).max()))
+    return DecoderAccuracy(codec_weights, snr_db(pcm, ref.pcm), float(np.abs(pcm.astype(np.float64) - ref.pcm).max()))
 
 
 def conversion(model_dir: Path, reference_dir: Path) -> dict:
@@ -377,7 +392,7 @@ def measure_model(model_dir: Path, options: dict, precision: str, kv_precisions:
         if rows:
             subcode, decoder = rows[0].subcode, rows[0].decoder
         else:
-            subcode = subcode_accuracy(model, ref)
+            subcode = subcode_accuracy(model, ref, case)
             decoder = decoder_accuracy(model, ref, case, options["codec_weights"])
         rows.append(Row(options["weights"], precision, kv, str(model_dir), talker, subcode, decoder,
                         time.perf_counter() - start))
@@ -391,9 +406,12 @@ def label(row: Row | Skipped) -> str:
     return f"{row.weights} / {row.precision} / KV {row.kv_precision}"
 
 
+def _db(snr: float | None) -> str:
+    return "∞" if snr is None else f"{snr:.1f}"
+
+
 def _decoder(d: DecoderAccuracy) -> str:
-    snr = "∞" if d.snr_db is None else f"{d.snr_db:.1f}"
-    return f"{snr}, {d.max_abs_err:.1e} ({d.codec_weights})"
+    return f"{_db(d.snr_db)}, {d.max_abs_err:.1e} ({d.codec_weights})"
 
 
 def cells(row: Row) -> list[str]:
@@ -401,7 +419,7 @@ def cells(row: Row) -> list[str]:
     return [f"{t.logits_rel_err.median:.2e} ({t.logits_rel_err.max:.2e})", f"{t.top1_agreement:.0%}",
             f"{t.greedy_prefix} / {t.greedy_agreement:.0%}",
             f"{s.logits_rel_err.median:.2e} ({s.logits_rel_err.max:.2e})",
-            f"{s.code_agreement:.0%} / {s.prefix_mean:.1f}", _decoder(d)]
+            f"{s.code_agreement:.0%} / {s.prefix_mean:.1f}", _db(s.audio_snr_db), _decoder(d)]
 
 
 def markdown(report: AccuracyReport) -> str:
@@ -409,12 +427,14 @@ def markdown(report: AccuracyReport) -> str:
     head = ["preset: weights / compute / KV", "talker logits rel. err., median (max)", "talker top-1 (forced)",
             f"greedy group 0: frames before 1st diff. / equal (of {c.frames})",
             "subcode logits rel. err., median (max)", "subcode codes equal / mean before 1st diff. (of 15)",
-            "decoder SNR dB, max abs err (codec weights)"]
+            "subcode codes' audio SNR dB", "decoder SNR dB, max abs err (codec weights)"]
     lines = [f"## Accuracy against fp32 weights at f32 compute with an f32 KV cache ({r.model_dir})", "",
              f"{c.frames} frames of \"{c.text}\" ({c.speaker}, {c.language}; {r.prompt_tokens} prompt tokens), greedy, "
              f"EOS held off; decoder chunks {c.first_chunk} then {c.steady_chunk} frames "
              f"(reference peak {r.pcm_peak:.3f}). Teacher forced: the preset fed the "
-             f"reference's inputs; the subcode's logits compared only where its earlier codes agree.", "",
+             f"reference's inputs; the subcode's logits compared only where its earlier codes agree; its codes' "
+             f"audio SNR: the reference's group-0 codes with the preset's codes 1-15, against the reference's "
+             f"codes, both decoded by the preset's decoder.", "",
              "| " + " | ".join(head) + " |", "|" + " --- |" + " ---: |" * (len(head) - 1)]
     lines += ["| " + " | ".join([label(row), *cells(row)]) + " |" for row in report.rows]
     for reason in dict.fromkeys(s.reason for s in report.skipped):

@@ -80,7 +80,8 @@ def peak_rss_mb() -> float:
 
 # --- servers under test -------------------------------------------------------------------
 
-CPU_LOCK = Path("/tmp/cpu.lock")  # shared by every benchmark on a machine: one timed run at a time
+# shared by every benchmark on a machine: one timed run at a time (QWEN3TTS_CPU_LOCK names another file)
+CPU_LOCK = Path(os.environ.get("QWEN3TTS_CPU_LOCK", "/tmp/cpu.lock"))
 
 
 def free_port() -> int:
