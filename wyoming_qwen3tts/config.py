@@ -39,7 +39,7 @@ class ModelConfig:
 
     source: str = DEFAULT_MODEL  # a qwen3tts-convert output dir, a checkpoint dir, or a hub repo id
     data_dir: str = "~/.cache/wyoming-qwen3tts"  # conversions of checkpoints and repo ids
-    weights: str = "mixed"  # weight format of those conversions (mixed: INT8 talker, INT4 code predictor)
+    weights: str = "int8"  # weight format of those conversions
     memory_budget_mb: int | None = None  # several models: unload the least recently used idle one beyond this
 
     @property

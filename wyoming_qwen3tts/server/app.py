@@ -64,8 +64,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         "hub repo id; give it again to serve several models together (replaces config.yaml's)")
     parser.add_argument("--data-dir", help="where checkpoints and repo ids are converted and kept")
     parser.add_argument("--weights", choices=WEIGHT_FORMATS,
-                        help="weight format of those conversions (mixed: the default, INT8 talker and INT4 code "
-                             "predictor; int4: the fast preset)")
+                        help="weight format of those conversions (int4: the fast preset)")
     parser.add_argument("--uri", help="tcp://HOST:PORT, unix://PATH or stdio:// (default tcp://0.0.0.0:10200)")
     parser.add_argument("--voice", help="default voice")
     parser.add_argument("--device", help="OpenVINO device of every graph (CPU, GPU, NPU, AUTO)")
