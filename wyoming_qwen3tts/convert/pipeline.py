@@ -88,7 +88,7 @@ INT4_GROUP = 128
 INT4_GRAPHS = ("talker", "subcode")
 # A weight format by stage: `mixed` keeps the talker (which picks each frame's first code, what
 # is said and how) at INT8 and gives the code predictor, whose 5 layers are read 15 times per
-# frame, INT4's half-size working set (docs/BENCHMARKS.md, "The default preset").
+# frame, INT4's half-size working set (docs/BENCHMARKS.md, "The default preset, and `mixed`").
 STAGE_FORMATS: dict[str, dict[str, str]] = {"mixed": {"talker": "int8", "subcode": "int4"}}
 _PRECISION = {"int8": "int8_sym", "int4": f"int4_sym_g{INT4_GROUP}", "fp16": "fp16", "fp32": "fp32"}
 # f32 weights of one graph held in RAM before the rest go to a scratch file: with the compressed
