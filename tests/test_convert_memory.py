@@ -2,7 +2,7 @@
 
 A small-but-not-tiny checkpoint: tiny layers, but the released text vocabulary at width 512, so
 its f32 text table (311 MB) dominates as the real one does. Peaks are measured in child
-processes (ru_maxrss is a process's high-water mark). The values the bounded path writes are
+processes (VmHWM, each process's own high-water mark). The values the bounded path writes are
 read back from the .bin and compared with the checkpoint's own tensors, dequantised with the
 quantiser's tolerance — not with another conversion of ours.
 """
@@ -24,17 +24,22 @@ MB = 2**20
 TEXT_WIDTH = 512
 BUDGET = 16 * MB  # the bounded run: almost every matrix spilled
 
+# VmHWM, not ru_maxrss: a child's ru_maxrss starts at its parent's high-water mark (Linux keeps
+# it across fork and exec), and the parent here is a whole test session; VmHWM is the new
+# process's own address space's.
 _CHILD = """
-import contextlib, json, resource, sys
+import contextlib, json, sys
 from pathlib import Path
 from wyoming_qwen3tts.convert import pipeline
 src, out, weights, budget, unbounded = sys.argv[1], Path(sys.argv[2]), sys.argv[3], int(sys.argv[4]), sys.argv[5] == "1"
 import nncf, openvino  # noqa: F401  (loaded before the baseline: the libraries are not the conversion)
-base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+def hwm_kb():
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+base = hwm_kb()
 if unbounded:  # the path before the bound: every weight in RAM, every matrix quantised whole
     pipeline.row_blocked_quantiser = contextlib.nullcontext
 pipeline.convert(src, out, weights=weights, weight_budget=budget, steady_chunks=(8,), first_chunks=(1,))
-peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+peak = hwm_kb()
 print(json.dumps({"base_mb": base / 1024, "peak_mb": peak / 1024}))
 """
 

@@ -74,8 +74,9 @@ def resident_kb() -> tuple[int, int]:
 
 
 def peak_rss_mb() -> float:
-    """Largest resident set size this process has had (Linux reports KiB)."""
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+    """Largest resident set size this process's own memory has had (VmHWM): ru_maxrss would
+    start at the parent's high-water mark, which Linux carries across fork and exec."""
+    return status_kb()["VmHWM"] / 1024
 
 
 # --- servers under test -------------------------------------------------------------------
