@@ -26,6 +26,7 @@ from typing import Any
 
 import openvino as ov
 
+from ..engine.memory import peak_mb
 from ..hub import import_hub
 from ..model import manifest as mf
 from ..model.checkpoint import Checkpoint
@@ -39,11 +40,6 @@ from .speaker_encoder import build_speaker_encoder
 from .spill import WeightSpill
 from .subcode import build_subcode
 from .talker import build_talker
-
-try:  # peak RSS in the progress log (Unix only)
-    import resource
-except ImportError:  # pragma: no cover
-    resource = None  # type: ignore[assignment]
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +107,7 @@ class ConvertError(RuntimeError):
 
 
 def _peak_rss_gb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20 if resource else float("nan")
+    return peak_mb() / 1024
 
 
 def resolve_source(src: str | Path, revision: str | None) -> tuple[Path, dict[str, Any]]:

@@ -32,6 +32,16 @@ class Resident:
         return (self.anon_kb + self.file_kb) / 1024
 
 
+def peak_mb() -> float:
+    """This process's own high-water mark of resident memory (VmHWM; NaN where /proc is not).
+    Not ru_maxrss: a child's starts at its parent's, which Linux carries across fork and exec."""
+    try:
+        lines = _STATUS.read_text().splitlines()
+    except OSError:
+        return float("nan")
+    return next((int(line.split()[1]) / 1024 for line in lines if line.startswith("VmHWM:")), float("nan"))
+
+
 @dataclass(frozen=True)
 class LoadMemory:
     """Resident memory before and after a model was opened (open_engine)."""

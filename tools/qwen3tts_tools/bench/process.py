@@ -23,6 +23,7 @@ from typing import Any, TypeVar
 from wyoming.info import Info
 
 from wyoming_qwen3tts.client import describe
+from wyoming_qwen3tts.engine.memory import peak_mb
 
 T = TypeVar("T")
 
@@ -74,9 +75,8 @@ def resident_kb() -> tuple[int, int]:
 
 
 def peak_rss_mb() -> float:
-    """Largest resident set size this process's own memory has had (VmHWM): ru_maxrss would
-    start at the parent's high-water mark, which Linux carries across fork and exec."""
-    return status_kb()["VmHWM"] / 1024
+    """Largest resident set size this process's own memory has had (engine.memory.peak_mb)."""
+    return peak_mb()
 
 
 # --- servers under test -------------------------------------------------------------------
