@@ -13,6 +13,7 @@ import resource
 import signal
 import socket
 import subprocess
+import threading
 import time
 from collections.abc import Callable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -91,6 +92,20 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def exit_on_sigterm() -> None:
+    """SIGTERM raises SystemExit in the main thread, so the `finally` blocks that stop our
+    servers run: they are in sessions of their own (a Ctrl-C does not reach them), and
+    Python's default SIGTERM ends the process without unwinding, which left them running
+    after `kill <bench>`. Leaves a handler someone else installed alone."""
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL and \
+            threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGTERM, _raise_exit)
+
+
+def _raise_exit(signum: int, _frame: object) -> None:
+    raise SystemExit(128 + signum)
+
+
 class ServerChild:
     """A Wyoming server as a child process of ours, in its own process group (a Ctrl-C at the
     bench's terminal does not reach it; stop() does), stdin closed, stdout and stderr in
@@ -101,6 +116,7 @@ class ServerChild:
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
+        exit_on_sigterm()
         log.info("starting %s: %s", self.name, " ".join(self.argv))
         with open(self.log_path, "wb") as out:
             self.proc = subprocess.Popen(self.argv, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
