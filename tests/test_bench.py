@@ -59,6 +59,21 @@ def test_prepare_makes_the_models_once(work_dir, weights):
                             "--converted", str(converted)]))
 
 
+def test_a_given_conversion_without_peers_needs_no_checkpoint(work_dir, tmp_path):
+    converted = work_dir / "tiny-custom_voice-int8"
+    if not (converted / "manifest.json").is_file():
+        prepare(parse_args(["--preset", "tiny", "--work-dir", str(work_dir), "--weights", "int8"]))
+    empty = tmp_path / "work"
+    args = parse_args(["--preset", "tiny", "--work-dir", str(empty), "--weights", "int8", "--converted",
+                       str(converted), "--peers", "none"])
+    assert prepare(args)[1] == converted
+    assert not empty.exists()  # no synthetic checkpoint written for it
+    with_peer = parse_args(["--preset", "tiny", "--work-dir", str(empty), "--weights", "int8", "--converted",
+                            str(converted), "--peers", "official"])
+    checkpoint, _ = prepare(with_peer)  # the official peer reads the checkpoint: written
+    assert (checkpoint / "config.json").is_file() and checkpoint.parent == empty
+
+
 def test_arguments():
     assert parse_args(["--peers", "none"]).peers == ()
     assert parse_args(["--peers", "vox,official,vox"]).peers == ("vox", "official")
