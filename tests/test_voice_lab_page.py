@@ -568,3 +568,22 @@ def test_a_preset_speaker_with_a_style(browser, style_lab):
     finally:
         context.close()
     assert not errors, errors
+
+
+def test_a_refused_sample_sentence_is_shown_without_a_recording(browser, style_lab):
+    """A sample sentence over server.max_text_chars is a 413 from the preview; where no recording
+    is involved (a styled or a designed voice) the refusal is shown next to Preview, not in the
+    Record and Upload error of the hidden recording way (where the user never saw it)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    try:
+        page.goto(style_lab.url)
+        page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+        page.get_by_role("textbox", name="Style instruction", exact=True).fill("Calm.")
+        page.get_by_label("Sample sentence").fill("Lights off. " * 500)  # 6000 characters
+        page.get_by_role("button", name="Preview", exact=True).click()
+        assert "longer than 5000 characters" in visible_error(page, "preview-error")
+        assert page.locator("#audio-error").text_content() == ""
+        assert page.get_by_role("button", name="Preview", exact=True).is_enabled()
+    finally:
+        context.close()
