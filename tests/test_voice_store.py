@@ -136,3 +136,11 @@ def test_a_voice_json_is_read_with_the_bounds_of_a_save(tmp_path, caplog, fields
         (folder / "clip.wav").write_bytes(b"RIFF")
     assert [v.folder for v in store.load()] == [good.folder]
     assert "bad-1234 cannot be read" in caplog.text
+
+
+def test_what_a_save_took_is_read_back(tmp_path):
+    """The read's bounds are a save's, no stricter: a language a save took (the lab checks it
+    against the model's, "en-..." is English whatever follows) and a full-length style."""
+    store = VoiceStore(tmp_path / "voices")
+    voice = store.add(SavedVoice("Long", "d" * 200, "en-" + "x" * 60, instruct="s" * 500, speaker="ryan"), None, 0)
+    assert [v.folder for v in store.load()] == [voice.folder]

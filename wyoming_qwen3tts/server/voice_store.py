@@ -65,20 +65,20 @@ def check_text(field: str, value: str, limit: int) -> str:
 
 # What a save takes in each text field of voice.json; a file edited by hand is read with the same
 # bounds, so a number, a list or an oversized text is not served (and reaches no catalogue).
-# A language tag and a preset speaker's name are short: a voice name's bound is plenty.
+# None: text, checked by the catalogue against the model's speakers or languages (as a save is).
 FIELD_LIMITS = {"description": MAX_DESCRIPTION_CHARS, "transcript": MAX_TRANSCRIPT_CHARS,
-                "instruct": MAX_INSTRUCT_CHARS, "language": MAX_NAME_CHARS, "speaker": MAX_NAME_CHARS}
+                "instruct": MAX_INSTRUCT_CHARS, "language": None, "speaker": None}
 
 
 def _field(data: dict[str, Any], key: str) -> str | None:
     """voice.json's `key`: None, or text within FIELD_LIMITS[key] and without control characters
     (ValueError, as ApiError is one, otherwise)."""
-    value = data.get(key)
+    value, limit = data.get(key), FIELD_LIMITS[key]
     if value is None:
         return None
     if not isinstance(value, str):
         raise ValueError(f"the {key} is not text")
-    return check_text(key, value, FIELD_LIMITS[key])
+    return value if limit is None else check_text(key, value, limit)
 
 
 def slug(name: str) -> str:
