@@ -482,7 +482,7 @@ def test_what_the_page_offers_follows_what_the_server_can(browser, lab, can_clon
         page.route("**/api/info", info)
         page.goto(lab.url)
         page.wait_for_selector("body[data-ready=true]", timeout=30_000)
-        if not can_clone and not can_design:
+        if not (can_clone or can_design or can_style):
             assert page.locator("#cannot-make").is_visible() and page.locator("#make-body").is_hidden()
             assert page.get_by_role("button", name="Play reference").is_visible()  # the list still plays
             return
@@ -491,9 +491,15 @@ def test_what_the_page_offers_follows_what_the_server_can(browser, lab, can_clon
         assert page.locator("#from-style").is_hidden()
         assert choice.get_by_label("A description in words").is_visible() == can_design
         assert choice.get_by_label("A preset speaker with a style").is_visible() == can_style
-        if can_style:
-            choice.get_by_label("A preset speaker with a style").check()
+        if can_style:  # by keyboard: the arrow keys move through the offered ways, Tab into the fields
+            choice.get_by_label("A recording").focus()
+            page.keyboard.press("ArrowDown")
+            assert choice.get_by_label("A preset speaker with a style").is_checked()
             assert page.locator("#from-style").is_visible() and page.locator("#from-recording").is_hidden()
+            page.keyboard.press("Tab")
+            assert page.evaluate("document.activeElement.id") == "speaker"
+            page.keyboard.press("Tab")
+            assert page.evaluate("document.activeElement.id") == "style"
             speaker = page.get_by_role("combobox", name="Speaker", exact=True)
             assert speaker.locator("option").all_text_contents() == [s["description"] for s in speakers]
             assert page.get_by_role("textbox", name="Style instruction", exact=True).is_visible()
@@ -568,3 +574,22 @@ def test_a_preset_speaker_with_a_style(browser, style_lab):
     finally:
         context.close()
     assert not errors, errors
+
+
+def test_a_refused_sample_sentence_is_shown_without_a_recording(browser, style_lab):
+    """A sample sentence over server.max_text_chars is a 413 from the preview; where no recording
+    is involved (a styled or a designed voice) the refusal is shown next to Preview, not in the
+    Record and Upload error of the hidden recording way (where the user never saw it)."""
+    context = browser.new_context(viewport={"width": 1280, "height": 900})
+    page = context.new_page()
+    try:
+        page.goto(style_lab.url)
+        page.wait_for_selector("body[data-ready=true]", timeout=30_000)
+        page.get_by_role("textbox", name="Style instruction", exact=True).fill("Calm.")
+        page.get_by_label("Sample sentence").fill("Lights off. " * 500)  # 6000 characters
+        page.get_by_role("button", name="Preview", exact=True).click()
+        assert "longer than 5000 characters" in visible_error(page, "preview-error")
+        assert page.locator("#audio-error").text_content() == ""
+        assert page.get_by_role("button", name="Preview", exact=True).is_enabled()
+    finally:
+        context.close()

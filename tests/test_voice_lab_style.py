@@ -17,6 +17,7 @@ from wyoming_qwen3tts.config import ModelEntry, VoiceConfig
 from wyoming_qwen3tts.server.loading import plan
 from wyoming_qwen3tts.server.service import ServiceSlot
 from wyoming_qwen3tts.server.voice_lab import VoiceLab
+from wyoming_qwen3tts.server.voice_store import SavedVoice, VoiceStore
 
 STYLE = "Whisper it, slowly and warmly."
 
@@ -208,3 +209,22 @@ def test_with_both_sizes_styles_go_to_the_1_7b_model(converted_factory, tmp_path
     info = lab.abilities()
     ryan = next(s for s in info["speakers"] if s["speaker"] == "ryan")
     assert info["can_style"] and "1.7B CustomVoice" in ryan["description"]
+
+
+def test_a_damaged_styled_voice_does_not_stop_the_start(converted_factory, tmp_path):
+    """A voice.json edited by hand with a number as its speaker: the server starts, serves the
+    other saved voices and not that one (the catalogue used to raise AttributeError at start)."""
+    data = tmp_path / "data"
+    good = VoiceStore(data / "voices").add(SavedVoice("Calm Ryan", "", None, instruct="Calm.", speaker="ryan"),
+                                           None, 0)
+    bad = data / "voices" / "bad-1234"
+    bad.mkdir()
+    (bad / "voice.json").write_text(json.dumps({"name": "Bad", "speaker": 7, "instruct": "Calm."}))
+    server = LabServer(lab_config(converted_factory("tiny-1.7b", "custom_voice", "int8"), data, ()))
+    try:
+        names = voice_names(server.uri)
+        assert "Calm Ryan" in names and "Bad" not in names and "Bad" not in listed(server)
+        assert speaks_over_wyoming(server, "Calm Ryan") and server.kv_idle()
+        assert good.folder.is_dir() and bad.is_dir()  # left alone, for its owner to mend
+    finally:
+        server.close()

@@ -107,3 +107,40 @@ def test_a_styled_voice_is_a_speaker_and_its_style(tmp_path):
     data = json.loads((voice.folder / "voice.json").read_text())
     (voice.folder / "voice.json").write_text(json.dumps({**data, "instruct": None}))  # a style lost: not served
     assert store.load() == []
+
+
+@pytest.mark.parametrize("fields", [
+    {"speaker": 5, "instruct": "Calm."},
+    {"speaker": "ryan", "instruct": ["Calm."]},
+    {"speaker": "ryan", "instruct": "x" * 501},
+    {"speaker": "ryan", "instruct": "Calm.\x07"},
+    {"speaker": "", "instruct": "Calm."},
+    {"instruct": ""},
+    {"instruct": "A calm voice.", "language": 7},
+    {"instruct": "A calm voice.", "description": {"text": "calm"}},
+    {"instruct": "A calm voice.", "description": "x" * 201},
+    {"transcript": 12},
+], ids=["speaker-number", "instruct-list", "instruct-too-long", "instruct-control", "speaker-empty",
+        "instruct-empty", "language-number", "description-object", "description-too-long", "transcript-number"])
+def test_a_voice_json_is_read_with_the_bounds_of_a_save(tmp_path, caplog, fields):
+    """A voice.json edited by hand (or restored from an old backup) is read as a save checks its
+    fields: one that is not text, too long, with control characters or without its style is
+    not served, logged, and does not take the server's start down with it (a number as speaker
+    or language used to escape as AttributeError from the catalogue)."""
+    store = VoiceStore(tmp_path / "voices")
+    good = store.add(SavedVoice("Good", "", "en", instruct="Calm.", speaker="ryan"), None, 0)
+    folder = tmp_path / "voices" / "bad-1234"
+    folder.mkdir()
+    (folder / "voice.json").write_text(json.dumps({"name": "Bad", **fields}))
+    if "transcript" in fields:
+        (folder / "clip.wav").write_bytes(b"RIFF")
+    assert [v.folder for v in store.load()] == [good.folder]
+    assert "bad-1234 cannot be read" in caplog.text
+
+
+def test_what_a_save_took_is_read_back(tmp_path):
+    """The read's bounds are a save's, no stricter: a language a save took (the lab checks it
+    against the model's, "en-..." is English whatever follows) and a full-length style."""
+    store = VoiceStore(tmp_path / "voices")
+    voice = store.add(SavedVoice("Long", "d" * 200, "en-" + "x" * 60, instruct="s" * 500, speaker="ryan"), None, 0)
+    assert [v.folder for v in store.load()] == [voice.folder]

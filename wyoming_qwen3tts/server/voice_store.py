@@ -21,6 +21,7 @@ import time
 import unicodedata
 from dataclasses import asdict, dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -60,6 +61,24 @@ def check_text(field: str, value: str, limit: int) -> str:
     if any(unicodedata.category(c) == "Cc" and c not in "\n\t" for c in value):
         raise ApiError(422, f"the {field} holds control characters")
     return value
+
+
+# What a save takes in each text field of voice.json; a file edited by hand is read with the same
+# bounds, so a number, a list or an oversized text is not served (and reaches no catalogue).
+# None: text, checked by the catalogue against the model's speakers or languages (as a save is).
+FIELD_LIMITS = {"description": MAX_DESCRIPTION_CHARS, "transcript": MAX_TRANSCRIPT_CHARS,
+                "instruct": MAX_INSTRUCT_CHARS, "language": None, "speaker": None}
+
+
+def _field(data: dict[str, Any], key: str) -> str | None:
+    """voice.json's `key`: None, or text within FIELD_LIMITS[key] and without control characters
+    (ValueError, as ApiError is one, otherwise)."""
+    value, limit = data.get(key), FIELD_LIMITS[key]
+    if value is None:
+        return None
+    if not isinstance(value, str):
+        raise ValueError(f"the {key} is not text")
+    return value if limit is None else check_text(key, value, limit)
 
 
 def slug(name: str) -> str:
@@ -133,12 +152,14 @@ class VoiceStore:
         if len(raw) > MAX_VOICE_FILE_BYTES:
             raise ValueError(f"{VOICE_FILE} is too large")
         data = json.loads(raw)
-        voice = SavedVoice(name=check_name(data["name"]), description=str(data.get("description") or ""),
-                           language=data.get("language"), transcript=data.get("transcript"),
-                           instruct=data.get("instruct"), speaker=data.get("speaker"),
+        voice = SavedVoice(name=check_name(data["name"]), description=_field(data, "description") or "",
+                           language=_field(data, "language"), transcript=_field(data, "transcript"),
+                           instruct=_field(data, "instruct"), speaker=_field(data, "speaker"),
                            created=float(data.get("created", 0.0)), folder=folder)
-        if voice.kind == "styled" and not voice.instruct:
-            raise ValueError("a styled voice without its style (instruct)")
+        if voice.kind == "styled" and not voice.speaker:
+            raise ValueError("a styled voice without its speaker")
+        if voice.kind != "clone" and not voice.instruct:
+            raise ValueError(f"a {voice.kind} voice without its instruct")
         if voice.kind == "clone" and not (folder / CLIP_FILE).is_file():
             raise ValueError(f"{CLIP_FILE} is missing")
         return voice

@@ -91,6 +91,12 @@ export class VoiceMaker {
     return document.querySelector("input[name=source]:checked").value;
   }
 
+  /** Where a refusal of the audio (413, 415) goes: next to Record and Upload in the recording way;
+   * in the others that error is hidden, and a 413 there is the sample sentence's, for the button. */
+  get audioErrorId() {
+    return this.source === "recording" ? "audio-error" : null;
+  }
+
   get timbreOnly() {
     return document.querySelector("input[name=transcript-mode]:checked").value === "none";
   }
@@ -238,7 +244,7 @@ export class VoiceMaker {
       if (this.source === "recording") $("compare-player").src = this.clipUrl;
       $("preview-row").hidden = false;
       status("Preview played. Save the voice if you like it.");
-    }, "audio-error");
+    }, this.audioErrorId);
   }
 
   async save() {
@@ -264,7 +270,7 @@ export class VoiceMaker {
       status(`Saving ${name}…`);
       await send();
       return true;
-    }, "audio-error");
+    }, this.audioErrorId);
     if (!saved) return status("Not saved.");
     status(`Saved ${name}.`);
     $("name").value = "";
