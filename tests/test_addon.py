@@ -264,6 +264,7 @@ def test_defaults_give_the_plain_command(manifest: dict[str, Any], tmp_path: Pat
     assert manifest["options"]["normalize_text"] == ServerConfig().server.normalize_text
     assert manifest["options"]["text_layout"] == ServerConfig().engine.text_layout
     assert manifest["options"]["backend"] == ServerConfig().engine.backend
+    assert manifest["options"]["weights"] == ServerConfig().model.weights == "auto"  # docs/WEIGHTS.md
 
 
 def test_devices_voices_and_debug(tmp_path: Path) -> None:

@@ -22,10 +22,11 @@ from test_server import free_port
 from test_server_cli import first_info
 
 from wyoming_qwen3tts.client import synthesize
-from wyoming_qwen3tts.config import ServerConfig, apply_overrides
+from wyoming_qwen3tts.config import ConfigError, ServerConfig, apply_overrides, load_config
 from wyoming_qwen3tts.engine.stream import AudioChunk
 from wyoming_qwen3tts.model.manifest import read_converted
 from wyoming_qwen3tts.server import loading, weights_choice
+from wyoming_qwen3tts.server.app import parse_args
 from wyoming_qwen3tts.server.models import conversion_dir
 from wyoming_qwen3tts.server.weights_choice import NEEDS_ENV, RECORD, Records, choose, measure_stream
 
@@ -216,6 +217,19 @@ def test_measuring_is_bounded_in_time():
     assert time.monotonic() - start < 1.0 and stream.cancelled
     assert engine.submitted == [(100, 100)]  # EOS held off for the frames measured
     assert 15 < fps < 25  # 2 frames per 0.1 s after the first chunk
+
+
+def test_auto_is_the_default_and_a_setting_everywhere(tmp_path):
+    assert ServerConfig().model.weights == "auto" and parse_args([]).weights is None  # the flag keeps config's
+    assert parse_args(["--weights", "auto"]).weights == "auto"
+    file = tmp_path / "config.yaml"
+    file.write_text("model:\n  weights: int8\nmodels:\n  - source: a\n    weights: auto\n  - source: b\n")
+    config = load_config(file)
+    assert [(m.source, m.weights) for m in config.model_entries] == [("a", "auto"), ("b", "int8")]
+    assert apply_overrides(config, weights="auto").model.weights == "auto"
+    file.write_text("model:\n  weights: automatic\n")
+    with pytest.raises(ConfigError, match="model.weights: 'automatic' is not one of auto, int8"):
+        load_config(file)
 
 
 # --- the real thing on a tiny checkpoint ----------------------------------------------------------
