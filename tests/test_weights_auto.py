@@ -255,7 +255,7 @@ def test_auto_in_process_deletes_what_it_rejected(checkpoint_factory, tmp_path, 
     """INT8 measured slow by an injected measurement: mixed is converted, measured, kept."""
     checkpoint = checkpoint_factory("tiny", "custom_voice")
     real = weights_choice.measure_stream
-    rates = iter([0.5, 0.5])  # INT8 twice; then the real measurement of mixed (more than 1 frame/s, even on a busy host)
+    rates = iter([0.5, 0.5])  # INT8 twice; then mixed measured for real (over 1 frame/s, however busy)
 
     def measured(engine, request, params):
         return next(rates, None) or real(engine, request, params)
