@@ -184,8 +184,7 @@ class ServiceTrial:
         before = Resident.now()
         service.engine.close()
         return_freed_memory()
-        after = Resident.now()
-        log.info("auto: closed the engine measured: %.0f MB resident (%+.0f MB)", after.mb, after.mb - before.mb)
+        log.info("auto: closed the engine measured: %s", LoadMemory(before, Resident.now()))
 
     def delete(self, weights: str) -> None:
         folder = self._dir(weights)
