@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import logging
 import shutil
@@ -168,6 +169,8 @@ class ServiceTrial:
         return older_format(manifest) is None
 
     def load(self, weights: str) -> Service:
+        gc.collect()  # what is left of a model closed before (its Python side, in cycles) goes first
+        return_freed_memory()
         with phase(f"model files of {self.plan.entry.source} (download and conversion when needed)"):
             model_dir = prepare_model(self.plan.entry.source, self.config.model.data_path, weights)
         return open_service(self.config, self.plan, self.models, self.shared, model_dir)

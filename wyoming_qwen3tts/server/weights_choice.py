@@ -235,6 +235,7 @@ def choose(key: str, source: str, signature: dict[str, Any], records: Records, t
         else:
             trial.close(loaded)
             _discard(trial, weights, made)
+        del loaded  # a closed model's Python side goes before the next loads (Trial.load collects it)
         if best.fps >= needed:
             break
     assert best is not None
