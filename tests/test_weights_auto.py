@@ -17,6 +17,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+import huggingface_hub
 import numpy as np
 import pytest
 from test_server import free_port
@@ -375,3 +376,18 @@ def test_several_models_measure_once_per_checkpoint_size(checkpoint_factory, tmp
     assert len(calls) == 1 and calls[0].endswith("-int8")
     assert caplog.text.count("auto: int8, recorded on") == 1
     assert list(Records(tmp_path / "converted" / RECORD).read()) == ["0b6"]
+
+
+def test_the_voice_list_comes_from_whichever_conversion_auto_made(checkpoint_factory, tmp_path, monkeypatch):
+    """A hub id with weights auto: an earlier start's conversion (here mixed) gives config.json,
+    nothing is downloaded."""
+    def refuse(*args, **kwargs):
+        raise AssertionError("config.json must not be downloaded here")
+
+    monkeypatch.setattr(huggingface_hub, "hf_hub_download", refuse)
+    converted = conversion_dir(SOURCE, tmp_path, "mixed")
+    converted.mkdir(parents=True)
+    (converted / "config.json").write_bytes((checkpoint_factory("tiny", "custom_voice") / "config.json").read_bytes())
+    config = apply_overrides(ServerConfig(), model=[SOURCE], data_dir=str(tmp_path))
+    spec = loading.read_voice_spec(config.model_entries[0], config.model.data_path)
+    assert spec is not None and spec.model_type == "custom_voice" and len(spec.speakers) == 9
