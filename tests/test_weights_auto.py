@@ -155,6 +155,14 @@ def test_another_cpu_or_a_removed_conversion_measures_again(records):
     assert removed.measured() == ["int8", "int8", "mixed"]
 
 
+def test_another_bar_measures_again(records, monkeypatch):
+    pick(FakeTrial({"int8": 16.0, "mixed": 22.0, "int4": 29.0}), records)
+    monkeypatch.setenv(NEEDS_ENV, "20")
+    trial = FakeTrial({"int8": 16.0, "mixed": 22.0, "int4": 29.0}, on_disk={"int8"})
+    assert pick(trial, records) == "mixed" and trial.on_disk == {"int8", "mixed"}
+    assert records.get("0b6").needed_frames_per_s == 20.0
+
+
 def test_an_unreadable_record_measures_again(records):
     records.path.parent.mkdir(parents=True)
     records.path.write_text("{not json")

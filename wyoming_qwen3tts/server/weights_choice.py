@@ -111,8 +111,8 @@ class Choice:
     def reason(self) -> str:
         """Why this format, for the log line of every start."""
         fps = self.frames_per_s[self.format]
-        bar = f"real time needs {REAL_TIME_FPS} × {MARGIN}" if not os.environ.get(NEEDS_ENV) and \
-            self.needed_frames_per_s == REAL_TIME_FPS * MARGIN else f"the bar is {self.needed_frames_per_s:g}"
+        bar = f"real time needs {REAL_TIME_FPS} × {MARGIN}" if self.needed_frames_per_s == REAL_TIME_FPS * MARGIN \
+            else f"the bar is {self.needed_frames_per_s:g}"
         tried = ", ".join(f"{f} {r:.1f}" for f, r in self.frames_per_s.items())
         if self.real_time:
             return f"{fps:.1f} frames/s here ({bar}; tried {tried})"
@@ -183,8 +183,8 @@ def choose(key: str, source: str, signature: dict[str, Any], records: Records, t
            version: str, now: Callable[[], datetime.datetime] = lambda: datetime.datetime.now(datetime.timezone.utc),
            ) -> tuple[T, str]:
     """The loaded model in auto's format for checkpoint size `key`, and that format."""
-    recorded = records.get(key)
-    if recorded is not None and recorded.signature == signature and (
+    recorded, needed = records.get(key), needed_fps()
+    if recorded is not None and recorded.signature == signature and recorded.needed_frames_per_s == needed and (
             recorded.measured_with != source or trial.present(recorded.format)):
         log.info("auto: %s, recorded on %s (%s)", recorded.format, recorded.date, recorded.reason())
         return trial.load(recorded.format), recorded.format
@@ -193,9 +193,11 @@ def choose(key: str, source: str, signature: dict[str, Any], records: Records, t
     elif recorded.signature != signature:
         log.info("auto: the choice recorded for %s was made on another CPU or settings (%s, now %s); measuring "
                  "again", key, recorded.signature, signature)
+    elif recorded.needed_frames_per_s != needed:
+        log.info("auto: the choice recorded for %s was held to %g frames/s, now %g; measuring again", key,
+                 recorded.needed_frames_per_s, needed)
     else:
         log.info("auto: the %s conversion chosen for %s is gone; measuring again", recorded.format, key)
-    needed = needed_fps()
     fps: dict[str, float] = {}
     made: set[str] = set()  # conversions auto made: the rejected ones are deleted
     best: _Best[T] | None = None
