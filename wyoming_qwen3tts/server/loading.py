@@ -21,6 +21,7 @@ from ..config import ModelEntry, ServerConfig, VoiceConfig
 from ..engine.decoders import Decoders
 from ..engine.devices import GRAPHS, place
 from ..engine.group import EngineGroup
+from ..engine.isa_cap import onednn_cap
 from ..engine.memory import LoadMemory, Resident
 from ..engine.open import Placement, open_engine
 from ..engine.sampling import SamplingParams
@@ -146,7 +147,8 @@ def build_service(config: ServerConfig, plan: ModelPlan | None = None, models: i
     key = plan.spec.model_size if plan.spec is not None else source
     signature = cpu_signature(config.devices.threads, ov.get_version(), {
         "precision": config.precision.inference, "kv_cache": config.precision.kv_cache,
-        "backend": config.engine.backend, "kernels": config.engine.kernels, **requested_devices(config)})
+        "backend": config.engine.backend, "kernels": config.engine.kernels, "onednn_cap": onednn_cap(),
+        **requested_devices(config)})
     records = Records(config.model.data_path / "converted" / RECORD)
     service, _ = choose(key, source, signature, records, trial, __version__)
     return service
