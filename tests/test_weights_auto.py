@@ -40,7 +40,7 @@ SOURCE = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 class FakeTrial:
     """A Trial whose conversions are names in a set and whose measurements are a table."""
 
-    fps: dict[str, float]
+    fps: dict[str, float | None]
     on_disk: set[str] = field(default_factory=set)
     fail: set[str] = field(default_factory=set)  # loading these fails (a conversion that cannot finish)
     events: list[tuple[str, str]] = field(default_factory=list)
@@ -181,6 +181,13 @@ def test_a_conversion_that_fails_keeps_the_best_so_far_unrecorded(records, caplo
     with pytest.raises(OSError, match="No space left"):
         pick(first, records)
     assert not first.open
+
+
+def test_a_model_that_cannot_be_measured_serves_unrecorded(records, caplog):
+    trial = FakeTrial({"int8": None, "mixed": 22.0, "int4": 29.0})
+    with caplog.at_level(logging.INFO, logger="wyoming-qwen3tts"):
+        assert pick(trial, records) == "int8"
+    assert "could not be measured" in caplog.text and records.get("0b6") is None
 
 
 def test_the_bar_can_be_set_for_tests(records, monkeypatch):

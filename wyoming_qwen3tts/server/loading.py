@@ -181,9 +181,13 @@ class ServiceTrial:
         default = service.catalogue.default
         if default is None:
             return None
-        with phase("auto: measuring one stream"):
-            return measure_stream(service.engine, default.request(MEASURE_TEXT, default.default_language),
-                                  service.params)
+        try:
+            with phase("auto: measuring one stream"):
+                return measure_stream(service.engine, default.request(MEASURE_TEXT, default.default_language),
+                                      service.params)
+        except (EngineError, ValueError) as e:  # the model serves; only its figure is missing
+            log.warning("auto: measuring with voice %s failed: %s", default.name, e)
+            return None
 
     def close(self, service: Service) -> None:
         before = Resident.now()

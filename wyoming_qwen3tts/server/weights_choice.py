@@ -163,7 +163,7 @@ class Trial(Protocol[T]):
         """Convert if needed, load, warm up."""
 
     def measure(self, loaded: T) -> float | None:
-        """One stream's frames/s (None: nothing to measure with)."""
+        """One stream's frames/s (None: no voice to measure with, or its request failed)."""
 
     def close(self, loaded: T) -> None:
         """Its memory goes."""
@@ -225,7 +225,8 @@ def choose(key: str, source: str, signature: dict[str, Any], records: Records, t
             trial.close(loaded)
             raise
         if rate is None:
-            log.warning("auto: %s has no voice to measure with; using %s, not recorded", source, weights)
+            log.warning("auto: %s could not be measured (no voice, or its request failed); using %s, not "
+                        "recorded", source, weights)
             return loaded, weights
         fps[weights] = rate
         log.info("auto: %s makes %.1f frames/s (one stream; the bar is %.1f; load average %.2f)", weights, rate,
