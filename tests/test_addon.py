@@ -251,7 +251,7 @@ def test_schema_choices_are_what_the_server_takes(manifest: dict[str, Any]) -> N
 
 def test_defaults_give_the_plain_command(manifest: dict[str, Any], tmp_path: Path) -> None:
     argv, voices_path = _serve(tmp_path, manifest["options"])  # what the Supervisor writes on install
-    assert argv == SERVER + ["--model", DEFAULT_MODEL, "--weights", "int8", "--device-talker", "CPU",
+    assert argv == SERVER + ["--model", DEFAULT_MODEL, "--weights", "auto", "--device-talker", "CPU",
                              "--device-subcode", "CPU", "--device-decoder", "CPU", "--precision", "auto",
                              "--kv-precision", "u8", "--first-chunk", "1", "--steady-chunk", "8",
                              "--text-feeding", "word", "--normalize-text", "auto", "--text-layout", "auto",
@@ -264,6 +264,7 @@ def test_defaults_give_the_plain_command(manifest: dict[str, Any], tmp_path: Pat
     assert manifest["options"]["normalize_text"] == ServerConfig().server.normalize_text
     assert manifest["options"]["text_layout"] == ServerConfig().engine.text_layout
     assert manifest["options"]["backend"] == ServerConfig().engine.backend
+    assert manifest["options"]["weights"] == ServerConfig().model.weights == "auto"  # docs/WEIGHTS.md
 
 
 def test_devices_voices_and_debug(tmp_path: Path) -> None:

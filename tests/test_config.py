@@ -110,7 +110,7 @@ def test_empty_file_or_sections_give_defaults(tmp_path, text):
     ("devices:\n  threads: 0\n", "devices.threads: must be >= 1, got 0"),
     ("precision:\n  inference: f64\n", "precision.inference: 'f64' is not one of auto, f32, bf16, f16"),
     ("precision:\n  kv_cache: i4\n", "precision.kv_cache: 'i4' is not one of u8, f16, f32"),
-    ("model:\n  weights: int2\n", "model.weights: 'int2' is not one of int8, int4, mixed, fp16, fp32"),
+    ("model:\n  weights: int2\n", "model.weights: 'int2' is not one of auto, int8, int4, mixed, fp16, fp32"),
     ("model:\n  source: ''\n", "model.source: must not be empty"),
     ("engine:\n  max_batch: '8'\n", "engine.max_batch: expected an integer, got str '8'"),
     ("engine:\n  max_batch: true\n", "engine.max_batch: expected an integer, got bool True"),

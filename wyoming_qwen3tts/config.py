@@ -27,6 +27,7 @@ DEFAULT_MODEL = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice"
 DEVICES = ("CPU", "GPU", "NPU", "AUTO")
 # Equal to convert.ops.WEIGHT_FORMATS (a test checks it); importing that would load openvino.
 WEIGHT_FORMATS = ("int8", "int4", "mixed", "fp16", "fp32")
+WEIGHT_SETTINGS = ("auto", *WEIGHT_FORMATS)  # auto: measured per CPU at the first start (docs/WEIGHTS.md)
 
 
 class ConfigError(ValueError):
@@ -39,7 +40,7 @@ class ModelConfig:
 
     source: str = DEFAULT_MODEL  # a qwen3tts-convert output dir, a checkpoint dir, or a hub repo id
     data_dir: str = "~/.cache/wyoming-qwen3tts"  # conversions of checkpoints and repo ids
-    weights: str = "int8"  # weight format of those conversions
+    weights: str = "auto"  # weight format of those conversions; auto: the most accurate that is real time here
     memory_budget_mb: int | None = None  # several models: unload the least recently used idle one beyond this
 
     @property
@@ -49,7 +50,7 @@ class ModelConfig:
     def validate(self) -> None:
         _non_empty("model.source", self.source)
         _non_empty("model.data_dir", self.data_dir)
-        _one_of("model.weights", self.weights, WEIGHT_FORMATS)
+        _one_of("model.weights", self.weights, WEIGHT_SETTINGS)
         if self.memory_budget_mb is not None and self.memory_budget_mb < 1:
             raise ConfigError(f"model.memory_budget_mb: must be >= 1, got {self.memory_budget_mb}")
 
@@ -65,7 +66,7 @@ class ModelEntry:
     def validate(self, where: str) -> None:
         _non_empty(f"{where}.source", self.source)
         if self.weights is not None:
-            _one_of(f"{where}.weights", self.weights, WEIGHT_FORMATS)
+            _one_of(f"{where}.weights", self.weights, WEIGHT_SETTINGS)
 
 
 @dataclass(frozen=True)

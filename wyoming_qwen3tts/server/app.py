@@ -26,7 +26,7 @@ from ..config import (
     NORMALIZE_TEXT,
     OVERRIDES,
     TEXT_FEEDING,
-    WEIGHT_FORMATS,
+    WEIGHT_SETTINGS,
     ConfigError,
     ServerConfig,
     ServerSettings,
@@ -63,8 +63,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--model", action="append", help="converted directory, Hugging Face checkpoint directory, or "
                         "hub repo id; give it again to serve several models together (replaces config.yaml's)")
     parser.add_argument("--data-dir", help="where checkpoints and repo ids are converted and kept")
-    parser.add_argument("--weights", choices=WEIGHT_FORMATS,
-                        help="weight format of those conversions (int4: the fast preset)")
+    parser.add_argument("--weights", choices=WEIGHT_SETTINGS,
+                        help="weight format of those conversions (default auto: the most accurate one that is real "
+                        "time on this CPU, measured at the first start; int4: the fast preset)")
     parser.add_argument("--uri", help="tcp://HOST:PORT, unix://PATH or stdio:// (default tcp://0.0.0.0:10200)")
     parser.add_argument("--voice", help="default voice")
     parser.add_argument("--device", help="OpenVINO device of every graph (CPU, GPU, NPU, AUTO)")

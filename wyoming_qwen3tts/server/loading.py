@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import contextlib
+import gc
 import json
 import logging
+import shutil
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -19,18 +21,21 @@ from ..config import ModelEntry, ServerConfig, VoiceConfig
 from ..engine.decoders import Decoders
 from ..engine.devices import GRAPHS, place
 from ..engine.group import EngineGroup
+from ..engine.isa_cap import onednn_cap
 from ..engine.memory import LoadMemory, Resident
 from ..engine.open import Placement, open_engine
 from ..engine.sampling import SamplingParams
-from ..engine.scheduler import Scheduler
+from ..engine.scheduler import Scheduler, return_freed_memory
 from ..engine.stream import EngineError
 from ..hub import import_hub
+from ..model.manifest import MANIFEST, ConvertedModelError, older_format, read_converted
 from ..model.spec import ConfigError as SpecError
 from ..model.spec import VoiceSpec, parse_voice_spec
 from .directory import Directory, ModelPlan, plan_models
 from .models import ModelSourceError, conversion_dir, prepare_model
 from .service import Service
 from .voices import Catalogue, build_info
+from .weights_choice import AUTO, CANDIDATES, MEASURE_TEXT, RECORD, Records, choose, cpu_signature, measure_stream
 
 log = logging.getLogger("wyoming-qwen3tts")
 
@@ -62,9 +67,10 @@ def config_file(source: str, data_dir: Path, weights: str) -> Path:
     path = Path(source).expanduser()
     if path.is_dir():
         return path / "config.json"
-    converted = conversion_dir(source, data_dir, weights) / "config.json"  # raises for a bad source
-    if converted.is_file():
-        return converted
+    for each in CANDIDATES if weights == AUTO else (weights,):  # auto: whichever it converted
+        converted = conversion_dir(source, data_dir, each) / "config.json"  # raises for a bad source
+        if converted.is_file():
+            return converted
     repo, _, revision = source.partition("@")
     return download_config(repo, revision or None)
 
@@ -73,7 +79,7 @@ def read_voice_spec(entry: ModelEntry, data_dir: Path) -> VoiceSpec | None:
     """A model's voice spec from its config.json, or None when that cannot be had now (the
     hub unreachable: loading the model says why, or succeeds from a cache)."""
     try:
-        file = config_file(entry.source, data_dir, entry.weights or "int8")
+        file = config_file(entry.source, data_dir, entry.weights or AUTO)
         return parse_voice_spec(json.loads(file.read_text(encoding="utf-8")), where=str(file))
     except ModelSourceError:
         raise
@@ -126,14 +132,81 @@ def build_service(config: ServerConfig, plan: ModelPlan | None = None, models: i
                   shared: Shared | None = None) -> Service:
     """Convert if needed, compile, start the engine, prepare the voices, warm up: one model
     (`plan`; None: config's only model), with a `models`-th of the KV cache budget, sharing
-    what `shared` holds with the other models."""
-    start, resident = time.monotonic(), Resident.now()
+    what `shared` holds with the other models. Weights `auto` picks the format by measuring
+    (server/weights_choice.py)."""
     if plan is None:
         (plan,) = plan_models(config, [read_voice_spec(config.model_entries[0], config.model.data_path)])
-    entry = plan.entry
+    trial = ServiceTrial(config, plan, models, shared)
+    source = plan.entry.source
+    weights = plan.entry.weights or config.model.weights
+    if weights != AUTO:
+        return trial.load(weights)
+    if (Path(source).expanduser() / MANIFEST).is_file():
+        log.info("auto: %s is a conversion; used as it is", source)
+        return trial.load(CANDIDATES[0])
+    key = plan.spec.model_size if plan.spec is not None else source
+    signature = cpu_signature(config.devices.threads, ov.get_version(), {
+        "precision": config.precision.inference, "kv_cache": config.precision.kv_cache,
+        "backend": config.engine.backend, "kernels": config.engine.kernels, "onednn_cap": onednn_cap(),
+        **requested_devices(config)})
+    records = Records(config.model.data_path / "converted" / RECORD)
+    service, _ = choose(key, source, signature, records, trial, __version__)
+    return service
+
+
+class ServiceTrial:
+    """weights_choice.Trial over services: one format's conversion, service and measurement."""
+
+    def __init__(self, config: ServerConfig, plan: ModelPlan, models: int, shared: Shared | None) -> None:
+        self.config, self.plan, self.models, self.shared = config, plan, models, shared
+
+    def _dir(self, weights: str) -> Path:
+        return conversion_dir(self.plan.entry.source, self.config.model.data_path, weights)
+
+    def present(self, weights: str) -> bool:
+        try:
+            manifest, _ = read_converted(self._dir(weights))
+        except ConvertedModelError:
+            return False
+        return older_format(manifest) is None
+
+    def load(self, weights: str) -> Service:
+        gc.collect()  # what is left of a model closed before (its Python side, in cycles) goes first
+        return_freed_memory()
+        with phase(f"model files of {self.plan.entry.source} (download and conversion when needed)"):
+            model_dir = prepare_model(self.plan.entry.source, self.config.model.data_path, weights)
+        return open_service(self.config, self.plan, self.models, self.shared, model_dir)
+
+    def measure(self, service: Service) -> float | None:
+        default = service.catalogue.default
+        if default is None:
+            return None
+        try:
+            with phase("auto: measuring one stream"):
+                return measure_stream(service.engine, default.request(MEASURE_TEXT, default.default_language),
+                                      service.params)
+        except (EngineError, ValueError) as e:  # the model serves; only its figure is missing
+            log.warning("auto: measuring with voice %s failed: %s", default.name, e)
+            return None
+
+    def close(self, service: Service) -> None:
+        before = Resident.now()
+        service.engine.close()
+        return_freed_memory()
+        log.info("auto: closed the engine measured: %s", LoadMemory(before, Resident.now()))
+
+    def delete(self, weights: str) -> None:
+        folder = self._dir(weights)
+        log.info("auto: deleting the %s conversion in %s (not chosen)", weights, folder)
+        for each in [folder, *folder.parent.glob(f"{folder.name}.partial-*")]:  # and what a killed converter left
+            shutil.rmtree(each, ignore_errors=True)
+
+
+def open_service(config: ServerConfig, plan: ModelPlan, models: int, shared: Shared | None,
+                 model_dir: Path) -> Service:
+    """The service of a converted model directory (build_service's work after the files)."""
+    start, resident = time.monotonic(), Resident.now()
     devices = place(requested_devices(config), ov.Core().available_devices)
-    with phase(f"model files of {entry.source} (download and conversion when needed)"):
-        model_dir = prepare_model(entry.source, config.model.data_path, entry.weights or config.model.weights)
     placement = Placement(devices["talker"], devices["subcode"], devices["decoder"], config.precision.inference,
                           config.precision.kv_cache, config.devices.threads, config.model.data_path / "ov-cache")
     engine_config = config.engine if models == 1 else replace(

@@ -19,6 +19,7 @@ from .directory import ModelPlan
 from .loading import Shared, build_service
 from .models import conversion_dir
 from .service import Service, ServiceSlot
+from .weights_choice import AUTO, CANDIDATES
 
 log = logging.getLogger(__name__)
 
@@ -140,9 +141,11 @@ class ModelSet:
     def _files_mb(self, plan: ModelPlan) -> float:
         """A first guess at a model's memory before it has ever loaded: its converted weights."""
         source = Path(plan.entry.source).expanduser()
+        weights = plan.entry.weights or self.config.model.weights
         try:
-            folder = source if source.is_dir() else conversion_dir(plan.entry.source, self.config.model.data_path,
-                                                                  plan.entry.weights or self.config.model.weights)
-            return sum(f.stat().st_size for f in folder.glob("*.bin")) / 2**20
+            folders = [source] if source.is_dir() else [  # auto: whichever of its formats is on disk
+                conversion_dir(plan.entry.source, self.config.model.data_path, w)
+                for w in (CANDIDATES if weights == AUTO else (weights,))]
+            return max(sum(f.stat().st_size for f in folder.glob("*.bin")) / 2**20 for folder in folders)
         except (OSError, ValueError):
             return 0.0
