@@ -8,7 +8,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 BACKENDS = ("auto", "native", "openvino", "python")
-KERNELS = ("auto", "avx512_vnni", "avx_vnni", "avx2")  # native/include/qwen3tts/kernels.hpp, fastest first
+KERNELS = ("auto", "avx512_amx", "avx512_vnni", "avx_vnni", "avx2")  # native/include/qwen3tts/kernels.hpp, fastest first
 TEXT_LAYOUTS = ("auto", "streaming", "non_streaming")
 
 
