@@ -6,10 +6,11 @@ VNNI code throughout (docs/OPENVINO.md §10, "AMX")."""
 from __future__ import annotations
 
 import numpy as np
+import openvino  # noqa: F401  (loads the OpenVINO libraries _native links, wherever pip put them)
 import pytest
+from test_int4_kernel import ISAS, i4_bytes, reference
 
 from wyoming_qwen3tts import _native
-from test_int4_kernel import ISAS, i4_bytes, reference
 
 ROWS = [1, 2, 3, 4, 5, 15, 16, 17, 20, 33]  # ragged, one tile, a tile and one, three tiles' worth
 N = 7 * 16  # seven blocks: a pass of four, then three (AMX); three pairs and the odd one (INT4 VNNI)
