@@ -3,9 +3,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <functional>
 #include <limits>
 #include <map>
+#include <numeric>
 #include <stdexcept>
 
 #include <openvino/op/constant.hpp>
@@ -174,29 +174,19 @@ int64_t SubcodeCpu::sample(int rank, const float* logits, float temperature, int
   if (!(temperature > 0.0f))  // greedy (the graph's test, NaN included): the lowest index of the largest logit
     return std::max_element(logits, logits + vocab_) - logits;
   // convert/subcode.py sample_codes, step by step in float32: the logits divided by the
-  // temperature once (the same quotients the graph ranks), then the top `width` by value, ties
-  // to the lower index. That is a total order, so any selection gives the same ones in the same
-  // order: the width-th largest value (nth_element on a copy), every index above it and the
-  // lowest of those equal to it, then those sorted.
+  // temperature once (the same quotients the graph ranks), then the top ones by value, ties to
+  // the lower index (a total order: any selection gives the same ones in the same order)
   Scratch& w = work_.scratch[static_cast<size_t>(rank)];
   const float* scaled = w.scaled.data();
-  float* probs = w.probs.data();
-  float* cumulative = w.cumulative.data();
   for (int64_t i = 0; i < vocab_; ++i) w.scaled[i] = logits[i] / temperature;
+  std::iota(w.order.begin(), w.order.end(), 0);
   const int64_t width = std::min(kTopKMax, vocab_);
-  std::copy_n(scaled, vocab_, cumulative);  // scratch until the cumulative sums below
-  std::nth_element(cumulative, cumulative + width - 1, cumulative + vocab_, std::greater<float>());
-  const float cut = cumulative[width - 1];
-  int64_t* order = w.order.data();
-  int64_t n = 0;
-  for (int64_t i = 0; i < vocab_; ++i)
-    if (scaled[i] > cut) order[n++] = i;
-  for (int64_t i = 0; i < vocab_ && n < width; ++i)
-    if (scaled[i] == cut) order[n++] = i;
-  std::sort(order, order + n, [scaled](int64_t a, int64_t b) {
+  std::partial_sort(w.order.begin(), w.order.begin() + width, w.order.end(), [scaled](int64_t a, int64_t b) {
     return scaled[a] > scaled[b] || (scaled[a] == scaled[b] && a < b);
   });
   const int64_t limit = (top_k <= 0 || top_k > width) ? width : top_k;
+  float* probs = w.probs.data();
+  float* cumulative = w.cumulative.data();
   std::fill_n(probs, width, 0.0f);
   const float top = scaled[w.order[0]];
   float total = 0.0f;
