@@ -60,6 +60,8 @@ def test_every_ci_host_runs_the_kernels():
     # each copy of the kernels the CPU can run is offered (the first is the one used), and is tested below
     assert ("avx512_vnni" in ISAS) == {"avx512f", "avx512bw", "avx512_vnni"}.issubset(flags), (ISAS, flags)
     assert ("avx_vnni" in ISAS) == {"avx2", "fma", "avx_vnni"}.issubset(flags), (ISAS, flags)
+    # AMX also needs the kernel's leave for the tiles' state (Linux 5.16+ grants it on request)
+    assert ("avx512_amx" in ISAS) == ("avx512_vnni" in ISAS and {"amx_tile", "amx_int8"}.issubset(flags)), ISAS
     with pytest.raises(ValueError, match="unknown kernel instruction set"):
         _native.testing.int4_linear(np.zeros((16, 64), np.uint8), np.ones((16, 2), np.float32),
                                     np.zeros((1, 128), np.float32), isa="sse2")

@@ -1,7 +1,11 @@
 #include "qwen3tts/kernels.hpp"
 
+#include <cpuid.h>
 #include <immintrin.h>
+#include <sys/syscall.h>
+#include <unistd.h>
 
+#include <algorithm>
 #include <cstring>
 #include <stdexcept>
 
@@ -53,8 +57,12 @@ QWEN3TTS_TARGET inline I dot_bytes(I acc, I u, int32_t x4) { return _mm512_dpbus
 QWEN3TTS_TARGET inline I dot_nibbles(I acc, I u, int32_t x4) { return dot_bytes(acc, u, x4); }
 #include "kernel_body.inc"
 #undef QWEN3TTS_TARGET
+#include "amx_products.inc"
 }  // namespace
 const Kernels kKernels{Isa::avx512_vnni, "avx512_vnni", quantize, int8_blocks, int4_blocks, dot, dot_u8, axpy, axpy_u8, swiglu};
+// The same with AMX tiles for the INT8 and INT4 products of several rows (amx_products.inc).
+const Kernels kAmxKernels{Isa::avx512_amx, "avx512_amx", quantize, amx_int8_blocks, amx_int4_blocks, dot, dot_u8,
+                          axpy, axpy_u8, swiglu};
 }  // namespace avx512
 
 // AVX2 with FMA: a 16-lane vector is two registers; VNNI's dot products become 16-bit
@@ -109,10 +117,26 @@ const Kernels kKernels{Isa::avx_vnni, "avx_vnni", quantize, int8_blocks, int4_bl
 
 namespace {
 
-constexpr Isa kAll[] = {Isa::avx512_vnni, Isa::avx_vnni, Isa::avx2};  // fastest first
+constexpr Isa kAll[] = {Isa::avx512_amx, Isa::avx512_vnni, Isa::avx_vnni, Isa::avx2};  // fastest first
+
+// AMX-TILE and AMX-INT8 (CPUID leaf 7: EDX bits 24 and 25), and the kernel's leave to use the
+// tiles' 8 KB of register state in this process (Linux asks each process to request it; the
+// first tile instruction without it is killed with SIGILL). Asked once.
+bool tiles_granted() {
+  static const bool granted = [] {
+    unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+    if (!__get_cpuid_count(7, 0, &eax, &ebx, &ecx, &edx) || !(edx & (1u << 24)) || !(edx & (1u << 25))) return false;
+    constexpr long kRequestPermission = 0x1023;  // ARCH_REQ_XCOMP_PERM
+    constexpr long kTileData = 18;               // XFEATURE_XTILEDATA
+    return syscall(SYS_arch_prctl, kRequestPermission, kTileData) == 0;
+  }();
+  return granted;
+}
 
 bool runs(Isa isa) {
   switch (isa) {
+    case Isa::avx512_amx:
+      return runs(Isa::avx512_vnni) && tiles_granted();
     case Isa::avx512_vnni:
       return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
              __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma");
@@ -136,6 +160,8 @@ std::vector<Isa> supported_isas() {
 const Kernels& kernels(Isa isa) {
   if (!runs(isa)) throw std::runtime_error(std::string("this CPU does not run the ") + isa_name(isa) + " kernels");
   switch (isa) {
+    case Isa::avx512_amx:
+      return avx512::kAmxKernels;
     case Isa::avx512_vnni:
       return avx512::kKernels;
     case Isa::avx_vnni:
@@ -158,6 +184,8 @@ const Kernels& kernels_named(const std::string& name) {
 
 const char* isa_name(Isa isa) {
   switch (isa) {
+    case Isa::avx512_amx:
+      return "avx512_amx";
     case Isa::avx512_vnni:
       return "avx512_vnni";
     case Isa::avx_vnni:
@@ -171,7 +199,7 @@ const char* isa_name(Isa isa) {
 Isa isa_from_name(const std::string& name) {
   for (Isa isa : kAll)
     if (name == isa_name(isa)) return isa;
-  throw std::invalid_argument("unknown kernel instruction set '" + name + "' (avx512_vnni, avx_vnni or avx2)");
+  throw std::invalid_argument("unknown kernel instruction set '" + name + "' (avx512_amx, avx512_vnni, avx_vnni or avx2)");
 }
 
 }  // namespace qwen3tts

@@ -76,12 +76,16 @@ void SubcodeCpu::prepare(int64_t rows) {
   const size_t cache = s.layers.size() * rows * s.kv_heads * (steps() + 1) * s.head_dim;
   w.keys.resize(cache);
   w.values.resize(cache);
-  w.head.resize(s.head_dim);
-  w.query.resize(s.head_dim);
-  w.scores.resize(steps() + 1);
-  w.order.resize(vocab_);
-  w.probs.resize(vocab_);
-  w.cumulative.resize(vocab_);
+  w.scratch.resize(static_cast<size_t>(team_->size()));
+  for (Scratch& scratch : w.scratch) {
+    scratch.head.resize(s.head_dim);
+    scratch.query.resize(s.head_dim);
+    scratch.scores.resize(steps() + 1);
+    scratch.order.resize(vocab_);
+    scratch.scaled.resize(vocab_);
+    scratch.probs.resize(vocab_);
+    scratch.cumulative.resize(vocab_);
+  }
 }
 
 void SubcodeCpu::project(int rank, int64_t n) {
@@ -99,39 +103,40 @@ void SubcodeCpu::project(int rank, int64_t n) {
   team_->barrier();
 }
 
-void SubcodeCpu::attend(const Layer& layer, int64_t index, int64_t rows, int64_t first, int64_t count) {
+// Items are (row, kv head) pairs: each writes its kv head's new keys and values (cache rows no
+// other item touches), then attends for that kv head's query heads, causally. Every head's
+// arithmetic is the same whichever member runs it.
+void SubcodeCpu::attend(int rank, const Layer& layer, int64_t index, int64_t rows, int64_t first, int64_t count) {
   Work& w = work_;
+  Scratch& scratch = w.scratch[static_cast<size_t>(rank)];
   const LayerStack& s = stack_;
   const int64_t d = s.head_dim, half = d / 2, positions = steps() + 1, width = s.qkv_width();
   const int64_t group = s.heads / s.kv_heads;
   const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-  float* normed = w.head.data();
-  float* q = w.query.data();
-  float* scores = w.scores.data();
-  for (int64_t r = 0; r < rows; ++r) {
-    float* keys = w.keys.data() + (index * rows + r) * s.kv_heads * positions * d;
-    float* values = w.values.data() + (index * rows + r) * s.kv_heads * positions * d;
+  float* normed = scratch.head.data();
+  float* q = scratch.query.data();
+  float* scores = scratch.scores.data();
+  for (int64_t item = rank; item < rows * s.kv_heads; item += team_->size()) {
+    const int64_t r = item / s.kv_heads, j = item % s.kv_heads;
+    float* keys = w.keys.data() + ((index * rows + r) * s.kv_heads + j) * positions * d;
+    float* values = w.values.data() + ((index * rows + r) * s.kv_heads + j) * positions * d;
     for (int64_t i = 0; i < count; ++i) {  // this step's keys and values into the cache
       const float* row = w.stack.qkv.data() + (r * count + i) * width;
       const int64_t p = first + i;
-      for (int64_t j = 0; j < s.kv_heads; ++j) {
-        s.norm_and_rotate(row + (s.heads + j) * d, layer.k_norm, cos_.data() + p * half, sin_.data() + p * half, 1.0f,
-                          normed, keys + (j * positions + p) * d);
-        std::copy_n(row + (s.heads + s.kv_heads + j) * d, d, values + (j * positions + p) * d);
-      }
+      s.norm_and_rotate(row + (s.heads + j) * d, layer.k_norm, cos_.data() + p * half, sin_.data() + p * half, 1.0f,
+                        normed, keys + p * d);
+      std::copy_n(row + (s.heads + s.kv_heads + j) * d, d, values + p * d);
     }
     for (int64_t i = 0; i < count; ++i) {  // a query at position p sees keys 0..p
       const int64_t position = first + i, seen = position + 1;
       const float* row = w.stack.qkv.data() + (r * count + i) * width;
       float* out = w.stack.attention.data() + (r * count + i) * s.heads * d;
-      for (int64_t h = 0; h < s.heads; ++h) {
+      for (int64_t h = j * group; h < (j + 1) * group; ++h) {
         s.norm_and_rotate(row + h * d, layer.q_norm, cos_.data() + position * half, sin_.data() + position * half,
                           scale, normed, q);
-        const float* k = keys + (h / group) * positions * d;
-        const float* v = values + (h / group) * positions * d;
         float max = -std::numeric_limits<float>::infinity();
         for (int64_t t = 0; t < seen; ++t) {
-          scores[t] = s.kernels.dot(q, k + t * d, d);
+          scores[t] = s.kernels.dot(q, keys + t * d, d);
           max = std::max(max, scores[t]);
         }
         float total = 0.0f;
@@ -140,7 +145,7 @@ void SubcodeCpu::attend(const Layer& layer, int64_t index, int64_t rows, int64_t
         std::fill_n(o, d, 0.0f);
         for (int64_t t = 0; t < seen; ++t) {
           const float p = scores[t] / total;
-          for (int64_t j = 0; j < d; ++j) o[j] += p * v[t * d + j];
+          for (int64_t k = 0; k < d; ++k) o[k] += p * values[t * d + k];
         }
       }
     }
@@ -149,7 +154,7 @@ void SubcodeCpu::attend(const Layer& layer, int64_t index, int64_t rows, int64_t
 
 void SubcodeCpu::layers(int rank, int64_t rows, int64_t first, int64_t count) {
   run_layers(stack_, work_.stack, *team_, rank, rows * count, [&](int member, int64_t index) {
-    if (member == 0) attend(stack_.layers[static_cast<size_t>(index)], index, rows, first, count);
+    attend(member, stack_.layers[static_cast<size_t>(index)], index, rows, first, count);
   });
 }
 
@@ -164,24 +169,28 @@ void SubcodeCpu::head(int rank, int64_t rows, int64_t count, int64_t step) {
   product(*team_, rank, w.stack, *heads_[step], w.last.data(), rows, w.logits.data());
 }
 
-int64_t SubcodeCpu::sample(const float* logits, float temperature, int64_t top_k, float top_p, float uniform) {
+int64_t SubcodeCpu::sample(int rank, const float* logits, float temperature, int64_t top_k, float top_p,
+                           float uniform) {
   if (!(temperature > 0.0f))  // greedy (the graph's test, NaN included): the lowest index of the largest logit
     return std::max_element(logits, logits + vocab_) - logits;
-  // convert/subcode.py sample_codes, step by step in float32
-  Work& w = work_;
+  // convert/subcode.py sample_codes, step by step in float32: the logits divided by the
+  // temperature once (the same quotients the graph ranks), then the top ones by value, ties to
+  // the lower index (a total order: any selection gives the same ones in the same order)
+  Scratch& w = work_.scratch[static_cast<size_t>(rank)];
+  const float* scaled = w.scaled.data();
+  for (int64_t i = 0; i < vocab_; ++i) w.scaled[i] = logits[i] / temperature;
   std::iota(w.order.begin(), w.order.end(), 0);
   const int64_t width = std::min(kTopKMax, vocab_);
-  std::partial_sort(w.order.begin(), w.order.begin() + width, w.order.end(), [&](int64_t a, int64_t b) {
-    return logits[a] / temperature > logits[b] / temperature ||
-           (logits[a] / temperature == logits[b] / temperature && a < b);
+  std::partial_sort(w.order.begin(), w.order.begin() + width, w.order.end(), [scaled](int64_t a, int64_t b) {
+    return scaled[a] > scaled[b] || (scaled[a] == scaled[b] && a < b);
   });
   const int64_t limit = (top_k <= 0 || top_k > width) ? width : top_k;
   float* probs = w.probs.data();
   float* cumulative = w.cumulative.data();
   std::fill_n(probs, width, 0.0f);
-  const float top = logits[w.order[0]] / temperature;
+  const float top = scaled[w.order[0]];
   float total = 0.0f;
-  for (int64_t i = 0; i < limit; ++i) total += probs[i] = std::exp(logits[w.order[i]] / temperature - top);
+  for (int64_t i = 0; i < limit; ++i) total += probs[i] = std::exp(scaled[w.order[i]] - top);
   for (int64_t i = 0; i < limit; ++i) probs[i] /= total;
   float before = 0.0f, cdf = 0.0f;
   int64_t kept = 0;
@@ -215,10 +224,11 @@ void SubcodeCpu::run(const SubcodeBatch& b, std::vector<float>* first_logits) {
   prepare(rows);
   Work& w = work_;
   const int64_t th = talker_hidden_;
-  auto draw = [&](int64_t step) {  // rank 0: the step's codes, their embeddings as the next inputs
-    if (step == 0) std::copy(w.logits.begin(), w.logits.end(), w.first_logits.begin());
-    for (int64_t r = 0; r < rows; ++r) {
-      const int64_t code = sample(w.logits.data() + r * vocab_, b.temperature[r], b.top_k[r], b.top_p[r],
+  auto draw = [&](int rank, int64_t step) {  // the step's codes, their embeddings as the next inputs; rows dealt
+                                             // round-robin over the members (each touches only its own)
+    if (step == 0 && rank == 0) std::copy(w.logits.begin(), w.logits.end(), w.first_logits.begin());
+    for (int64_t r = rank; r < rows; r += team_->size()) {
+      const int64_t code = sample(rank, w.logits.data() + r * vocab_, b.temperature[r], b.top_k[r], b.top_p[r],
                                   b.uniform[r * steps + step]);
       b.codes[r * steps + step] = code;
       float* in = w.inputs.data() + r * th;
@@ -238,13 +248,13 @@ void SubcodeCpu::run(const SubcodeBatch& b, std::vector<float>* first_logits) {
     project(rank, 2 * rows);
     layers(rank, rows, 0, 2);
     head(rank, rows, 2, 0);
-    if (rank == 0) draw(0);
+    draw(rank, 0);
     team_->barrier();
     for (int64_t step = 1; step < steps; ++step) {
       project(rank, rows);
       layers(rank, rows, step + 1, 1);
       head(rank, rows, 1, step);
-      if (rank == 0) draw(step);
+      draw(rank, step);
       team_->barrier();
     }
   });

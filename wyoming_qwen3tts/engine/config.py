@@ -8,7 +8,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 BACKENDS = ("auto", "native", "openvino", "python")
-KERNELS = ("auto", "avx512_vnni", "avx_vnni", "avx2")  # native/include/qwen3tts/kernels.hpp, fastest first
+# the copies of native/include/qwen3tts/kernels.hpp (its Isa), fastest first
+KERNELS = ("auto", "avx512_amx", "avx512_vnni", "avx_vnni", "avx2")
 TEXT_LAYOUTS = ("auto", "streaming", "non_streaming")
 
 

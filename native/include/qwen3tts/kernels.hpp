@@ -8,7 +8,9 @@
 // AVX2 (every x86-64 CPU since 2013). All compute the same integer dot products exactly and
 // sum them in the same order, so a product gives the same floats on each: the AVX2 path
 // emulates VNNI's u8·s8 dot products with 16-bit multiply-adds that cannot saturate for these
-// operands.
+// operands. A fourth copy, AVX-512 AMX, is the AVX-512 VNNI one with the INT8 and INT4 products
+// of several activation rows on AMX tiles (Xeons since Sapphire Rapids), which sum the same
+// integers exactly (native/src/amx_products.inc).
 #pragma once
 
 #include <cstdint>
@@ -26,7 +28,7 @@ constexpr int64_t kInt8LineInputs = 4;
 constexpr int64_t kInt4LineInputs = 8;
 
 // An instruction set the kernels are compiled for, fastest first.
-enum class Isa { avx512_vnni, avx_vnni, avx2 };
+enum class Isa { avx512_amx, avx512_vnni, avx_vnni, avx2 };
 
 struct Kernels {
   Isa isa;
@@ -61,7 +63,7 @@ const Kernels& best_kernels();
 // best_kernels() for "", else the copy of that name (a smaller CPU's, to measure it on a larger
 // one); throws as kernels() and isa_from_name() do.
 const Kernels& kernels_named(const std::string& name);
-// "avx512_vnni", "avx_vnni" or "avx2", and back (std::invalid_argument for another name).
+// "avx512_amx", "avx512_vnni", "avx_vnni" or "avx2", and back (std::invalid_argument for another name).
 const char* isa_name(Isa isa);
 Isa isa_from_name(const std::string& name);
 

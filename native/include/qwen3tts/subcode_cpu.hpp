@@ -48,26 +48,31 @@ class SubcodeCpu : public SubcodeExecutor {
 
  private:
   // Everything a call touches besides the stack's buffers, sized by prepare().
+  struct Scratch {  // one per member: attention's and sampling's
+    std::vector<float> head, query, scores;
+    std::vector<int64_t> order;
+    std::vector<float> scaled, probs, cumulative;
+  };
   struct Work {
     StackWork stack;
     std::vector<float> logits, last, inputs, first_logits;
     std::vector<float> keys, values;  // [layer][row][kv head][position][head dim]
-    std::vector<float> head, query, scores;  // attention's scratch (member 0)
-    std::vector<int64_t> order;              // sampling's scratch (member 0)
-    std::vector<float> probs, cumulative;
+    std::vector<Scratch> scratch;
   };
 
   SubcodeCpu(const NamedWeights& w, std::shared_ptr<ThreadTeam> team, const Kernels& kernels,
              const std::shared_ptr<const void>& weights_owner);
   // The step at positions [first, first + count) of every row: the layers over work_.stack.x.
   void layers(int rank, int64_t rows, int64_t first, int64_t count);
-  void attend(const Layer& layer, int64_t layer_index, int64_t rows, int64_t first, int64_t count);
+  // Member `rank`'s share of a layer's attention: (row, kv head) items dealt round-robin.
+  void attend(int rank, const Layer& layer, int64_t layer_index, int64_t rows, int64_t first, int64_t count);
   // Last position's logits of every row into work_.logits (after the layers).
   void head(int rank, int64_t rows, int64_t count, int64_t step);
   // x for the rows' next step: the projection (1.7B) of `inputs` [n × talker hidden], or a copy.
   void project(int rank, int64_t n);
   void prepare(int64_t rows);
-  int64_t sample(const float* logits, float temperature, int64_t top_k, float top_p, float uniform);
+  // One row's code from its logits, in member `rank`'s scratch.
+  int64_t sample(int rank, const float* logits, float temperature, int64_t top_k, float top_p, float uniform);
 
   LayerStack stack_;
   std::vector<float> projection_bias_;
