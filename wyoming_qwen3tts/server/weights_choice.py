@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Generic, Protocol, TypeVar
 
+from ..engine.contention import Contention
 from ..engine.sampling import SamplingParams
 from ..engine.scheduler import Scheduler
 from ..engine.stream import AudioStream
@@ -62,18 +63,6 @@ def load_average() -> float:
         return float(Path("/proc/loadavg").read_text().split()[0])
     except (OSError, ValueError, IndexError):
         return 0.0
-
-
-def _cpu_s() -> tuple[float, float]:
-    """(CPU seconds every process on the machine has used since boot, this process's own):
-    their difference over a measurement is what others took from it."""
-    own = os.times()
-    try:
-        ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    except (OSError, ValueError):
-        return 0.0, 0.0
-    busy = ticks[0] + ticks[1] + ticks[2] + sum(ticks[5:7])  # user, nice, system, irq, softirq
-    return busy / os.sysconf("SC_CLK_TCK"), own.user + own.system
 
 
 def cpu_signature(threads: int | None, openvino: str, settings: Mapping[str, Any]) -> dict[str, Any]:
@@ -265,7 +254,7 @@ def measure_stream(engine: Scheduler, request: VoiceRequest, params: SamplingPar
     latency do not count). EOS is held off for `frames`; at `bound_s` the request is cancelled
     and measured on what it made by then."""
     stream = engine.submit(request, dataclasses.replace(params, min_frames=frames), max_frames=frames)
-    start, (machine, own) = time.monotonic(), _cpu_s()
+    start, contention = time.monotonic(), Contention.start()
     first: float | None = None
     last, samples, total = start, 0, 0
     try:
@@ -284,7 +273,7 @@ def measure_stream(engine: Scheduler, request: VoiceRequest, params: SamplingPar
                 break
     finally:
         _cancel(stream)
-    _report_others(machine, own, time.monotonic() - start)
+    _report_others(contention)
     if first is None or samples == 0:  # not even two chunks in the bound: all of it, a lower bound
         return total / FRAME_SAMPLES / max(time.monotonic() - start, 1e-9)
     return samples / FRAME_SAMPLES / max(last - first, 1e-9)
@@ -296,11 +285,10 @@ def _cancel(stream: AudioStream) -> None:
         stream.read_all(5.0)
 
 
-def _report_others(machine: float, own: float, wall_s: float) -> None:
+def _report_others(contention: Contention) -> None:
     """Other processes slow a measurement down, and a format rejected for that is not tried
     again: say when they took more than BUSY of the CPU."""
-    now_machine, now_own = _cpu_s()
-    share = max(0.0, (now_machine - machine) - (now_own - own)) / max(wall_s * (os.cpu_count() or 1), 1e-9)
+    share, _ = contention.shares()
     if share > BUSY:
         log.warning("auto: other processes took %.0f %% of the CPU while measuring: the figure is low; delete "
                     "weights-auto.json in the data dir's converted/ to measure again on a quiet machine", 100 * share)

@@ -20,6 +20,7 @@ from typing import Any
 from wyoming_qwen3tts.backend_flags import add_backend_flags
 from wyoming_qwen3tts.convert.ops import WEIGHT_FORMATS
 from wyoming_qwen3tts.convert.pipeline import convert
+from wyoming_qwen3tts.engine.contention import Contention
 from wyoming_qwen3tts.engine.devices import PRECISION_SETTINGS
 from wyoming_qwen3tts.model.manifest import older_format
 
@@ -28,7 +29,7 @@ from ..synthetic.writer import write_checkpoint
 from . import together, vox_peer
 from .as_cpu import PROFILES, larger_kernels
 from .limits import frame_bound, graph_reads, read_bandwidth
-from .machine import Contention, machine, versions
+from .machine import machine, versions
 from .official import bench_official
 from .plot import plot
 from .process import run_isolated, setup_logging

@@ -50,7 +50,9 @@ from wyoming.error import Error
 from wyoming.event import Event, async_read_event, async_write_event
 from wyoming.tts import Synthesize, SynthesizeChunk, SynthesizeStart, SynthesizeStop, SynthesizeStopped
 
-from .machine import Contention, machine, versions
+from wyoming_qwen3tts.engine.contention import Contention
+
+from .machine import machine, versions
 from .process import CPU_LOCK, ServerChild, cpu_lock, free_port
 
 log = logging.getLogger("qwen3tts_tools.bench.llm_pace")

@@ -4,10 +4,7 @@ from __future__ import annotations
 import importlib.metadata
 import os
 import platform
-import resource
 import subprocess
-import time
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -76,40 +73,3 @@ def _git_commit() -> str | None:
     except (OSError, subprocess.SubprocessError):
         return None
     return f"{commit}+dirty" if dirty else commit
-
-
-def _machine_cpu_s() -> tuple[float, float]:
-    """(CPU seconds every process on the machine has used, CPU seconds the hypervisor gave
-    to other guests) since boot (Linux /proc/stat)."""
-    ticks = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
-    user, nice, system, _idle, _iowait, irq, softirq, steal = ticks[:8]
-    hz = os.sysconf("SC_CLK_TCK")
-    return (user + nice + system + irq + softirq) / hz, steal / hz
-
-
-def _own_busy_s() -> float:
-    """CPU seconds of this process and its finished children."""
-    return sum(r.ru_utime + r.ru_stime for r in (resource.getrusage(resource.RUSAGE_SELF),
-                                                  resource.getrusage(resource.RUSAGE_CHILDREN)))
-
-
-@dataclass
-class Contention:
-    """How much of the CPU others took while the benchmark ran: other processes, and other
-    virtual machines (steal). A figure measured on a shared machine is only as good as these
-    are small."""
-
-    wall: float
-    machine: tuple[float, float]  # _machine_cpu_s() at start
-    own: float
-
-    @classmethod
-    def start(cls) -> Contention:
-        return cls(time.monotonic(), _machine_cpu_s(), _own_busy_s())
-
-    def shares(self) -> tuple[float, float]:
-        """(other processes, stolen) as fractions of all cores' time since start()."""
-        capacity = (time.monotonic() - self.wall) * (os.cpu_count() or 1)
-        busy, steal = _machine_cpu_s()
-        other = (busy - self.machine[0]) - (_own_busy_s() - self.own)
-        return max(0.0, other / capacity), (steal - self.machine[1]) / capacity
