@@ -35,7 +35,17 @@ from .directory import Directory, ModelPlan, plan_models
 from .models import ModelSourceError, conversion_dir, prepare_model
 from .service import Service
 from .voices import Catalogue, build_info
-from .weights_choice import AUTO, CANDIDATES, MEASURE_TEXT, RECORD, Records, choose, cpu_signature, measure_stream
+from .weights_choice import (
+    AUTO,
+    CANDIDATES,
+    MEASURE_TEXT,
+    RECORD,
+    Records,
+    choose,
+    cpu_signature,
+    formats,
+    measure_stream,
+)
 
 log = logging.getLogger("wyoming-qwen3tts")
 
@@ -67,7 +77,7 @@ def config_file(source: str, data_dir: Path, weights: str) -> Path:
     path = Path(source).expanduser()
     if path.is_dir():
         return path / "config.json"
-    for each in CANDIDATES if weights == AUTO else (weights,):  # auto: whichever it converted
+    for each in formats(weights):
         converted = conversion_dir(source, data_dir, each) / "config.json"  # raises for a bad source
         if converted.is_file():
             return converted

@@ -19,7 +19,7 @@ from .directory import ModelPlan
 from .loading import Shared, build_service
 from .models import conversion_dir
 from .service import Service, ServiceSlot
-from .weights_choice import AUTO, CANDIDATES
+from .weights_choice import formats
 
 log = logging.getLogger(__name__)
 
@@ -144,8 +144,7 @@ class ModelSet:
         weights = plan.entry.weights or self.config.model.weights
         try:
             folders = [source] if source.is_dir() else [  # auto: whichever of its formats is on disk
-                conversion_dir(plan.entry.source, self.config.model.data_path, w)
-                for w in (CANDIDATES if weights == AUTO else (weights,))]
+                conversion_dir(plan.entry.source, self.config.model.data_path, w) for w in formats(weights)]
             return max(sum(f.stat().st_size for f in folder.glob("*.bin")) / 2**20 for folder in folders)
         except (OSError, ValueError):
             return 0.0

@@ -51,6 +51,12 @@ _FLAGS = ("avx2", "fma", "f16c", "avx_vnni", "avx512f", "avx512bw", "avx512_vnni
 T = TypeVar("T")
 
 
+def formats(weights: str) -> tuple[str, ...]:
+    """The conversions a model with this weights setting may have on disk: auto's candidates
+    (whichever it kept), or the one format set."""
+    return CANDIDATES if weights == AUTO else (weights,)
+
+
 def needed_fps() -> float:
     """The bar one stream must make: real time with the margin, or NEEDS_ENV's value."""
     value = os.environ.get(NEEDS_ENV)
