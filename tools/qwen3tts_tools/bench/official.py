@@ -20,7 +20,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .process import peak_rss_mb, rss_mb
+from wyoming_qwen3tts.engine.memory import peak_mb
+
+from .process import rss_mb
 from .scenarios import Workload
 from .stats import Spread
 
@@ -229,7 +231,7 @@ def bench_official(checkpoint: Path, work: Workload, probe_frames: int, threads:
         per_frame_ms={"talker": Spread.of((r.generate_s - r.subcode_s) / r.frames for r in runs).scaled(1e3),
                       "subcode": Spread.of(r.subcode_s / r.frames for r in runs).scaled(1e3),
                       "decoder": Spread.of(r.decode_s / r.frames for r in runs).scaled(1e3)},
-        rss_mb=rss_mb(), peak_rss_mb=peak_rss_mb(), runs=runs)
+        rss_mb=rss_mb(), peak_rss_mb=peak_mb(), runs=runs)
     log.info("official (%s): %s frames/s generating, %s with decoding, first frame %s ms", best,
              result.generate_fps.text(".2f"), result.e2e_fps.text(".2f"), result.ttff_s.scaled(1e3).text(".0f"))
     return result

@@ -24,7 +24,6 @@ from typing import Any, TypeVar
 from wyoming.info import Info
 
 from wyoming_qwen3tts.client import describe
-from wyoming_qwen3tts.engine.memory import peak_mb
 
 T = TypeVar("T")
 
@@ -73,11 +72,6 @@ def resident_kb() -> tuple[int, int]:
     and the pages of mapped files (weights) still in memory."""
     kb = status_kb()
     return kb.get("RssAnon", 0), kb.get("RssFile", 0)
-
-
-def peak_rss_mb() -> float:
-    """Largest resident set size this process's own memory has had (engine.memory.peak_mb)."""
-    return peak_mb()
 
 
 # --- servers under test -------------------------------------------------------------------

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from wyoming_qwen3tts.engine.audio import SAMPLE_RATE
 from wyoming_qwen3tts.engine.config import EngineConfig
+from wyoming_qwen3tts.engine.memory import peak_mb
 from wyoming_qwen3tts.engine.metrics import EngineMetrics
 from wyoming_qwen3tts.engine.open import Placement, open_engine
 from wyoming_qwen3tts.engine.sampling import SamplingParams
@@ -19,7 +20,7 @@ from wyoming_qwen3tts.engine.scheduler import Scheduler
 from wyoming_qwen3tts.engine.step import StepTimes
 from wyoming_qwen3tts.model.prompt import VoiceRequest
 
-from .process import peak_rss_mb, resident_kb, rss_mb
+from .process import resident_kb, rss_mb
 from .stats import Spread, percentile
 
 log = logging.getLogger(__name__)
@@ -179,7 +180,7 @@ def _level(engine: Scheduler, voice: VoiceRequest, work: Workload, streams: int)
         per_frame_ms=per_frame,
         step_ms=Spread.of(sum(getattr(r.times, f"{p}_s") for p in PARTS) / r.times.steps for r in runs).scaled(1e3),
         blocks_used=max(r.blocks_used for r in runs),
-        peak_rss_mb=peak_rss_mb())
+        peak_rss_mb=peak_mb())
     log.info("ours, %d stream(s): %s frames/s, first audio p50 %s ms, %.1f ms per frame", streams,
              level.aggregate_fps.text(), level.ttfa_p50_s.scaled(1e3).text(".0f"), per_frame["total"].median)
     return level

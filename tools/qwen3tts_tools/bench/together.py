@@ -18,12 +18,13 @@ from pathlib import Path
 
 from wyoming_qwen3tts.config import ModelEntry, ServerConfig, VoiceConfig, apply_overrides
 from wyoming_qwen3tts.engine.config import EngineConfig
+from wyoming_qwen3tts.engine.memory import peak_mb
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.server.loading import build_services
 from wyoming_qwen3tts.server.service import Service
 
 from ..synthetic.recording import speech_like, write_float_wav
-from .process import peak_rss_mb, rss_mb, run_isolated
+from .process import rss_mb, run_isolated
 from .scenarios import EngineSetup, Workload
 from .stats import Spread
 
@@ -101,7 +102,7 @@ def serve_and_measure(label: str, models: list[Path], voices: tuple[VoiceConfig,
                 for t in threads:
                     t.join()
             both = {voice: _spreads(figures) for voice, figures in runs.items()}
-        return Served(label, load_s, loaded, peak_rss_mb(), alone, both)
+        return Served(label, load_s, loaded, peak_mb(), alone, both)
     finally:
         for service in services:
             service.engine.close()
