@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import json
 
+import openvino as ov
 import pytest
 
-from qwen3tts_tools.bench.decoder_profile import main, profile
+from qwen3tts_tools.bench.decoder_profile import main, profile, state_in_bf16
+from wyoming_qwen3tts.model.stream_io import NEXT, STATE
 
 
 def test_the_profile_accounts_for_every_node_and_names_the_convolutions(converted_factory):
@@ -31,3 +33,18 @@ def test_the_cli_prints_the_table_and_writes_json(converted_factory, tmp_path, c
     assert len([line for line in table if line.startswith("| ") and "---" not in line]) == 1 + 3
     data = json.loads(out.read_text())
     assert data["calls"] == 2 and data["groups"][0]["ms_per_frame"] >= data["groups"][-1]["ms_per_frame"]
+
+
+def test_the_state_is_bf16_as_the_native_runner_keeps_it(converted_factory):
+    model = converted_factory("tiny", "custom_voice", "int4")
+    original = ov.Core().read_model(model / "codec_steady_2.xml")
+    f32 = {p.any_name for p in [*original.inputs, *original.outputs] if p.element_type == ov.Type.f32}
+    other = {p.any_name: p.element_type for p in [*original.inputs, *original.outputs]}
+    ir = state_in_bf16(original)
+    ports = {p.any_name: p.element_type for p in [*ir.inputs, *ir.outputs]}
+    state = {name for name in ports if name.startswith((STATE, NEXT))}
+    assert state & f32 and any(name.startswith(NEXT) for name in state & f32)
+    assert all(ports[name] == (ov.Type.bf16 if name in f32 else other[name]) for name in state)
+    assert ir.input("codes").element_type == ov.Type.i64 and ir.output("pcm").element_type == ov.Type.f32
+    result = profile(model, 2, "bf16", 1, 2)  # carried from call to call in bf16 where the CPU has it
+    assert result.ms_per_frame > 0 and sum(g.share for g in result.groups) == pytest.approx(1.0)

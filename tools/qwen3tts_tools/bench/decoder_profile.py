@@ -1,6 +1,7 @@
 """Where the codec decoder's time goes: OpenVINO's per-node performance counters over a stream
 of steady chunks, the graph compiled as the engine compiles it (static batch, the engine's
-properties), its state carried from call to call. Grouped by node type and kernel, per frame.
+properties, the state in bf16 where the native runner keeps it so), its state carried from call
+to call. Grouped by node type and kernel, per frame.
 
     python -m qwen3tts_tools.bench.decoder_profile --converted DIR [--chunk 8] [--as-cpu avx2-vnni]
 """
@@ -16,8 +17,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 import numpy as np
+import openvino as ov
+from openvino.preprocess import PrePostProcessor
 
-from wyoming_qwen3tts.engine.devices import PRECISION_SETTINGS
+from wyoming_qwen3tts.engine.devices import PRECISION_SETTINGS, device_capabilities
+from wyoming_qwen3tts.model.stream_io import NEXT, STATE
 
 from .as_cpu import PROFILES
 from .process import run_isolated, setup_logging
@@ -47,6 +51,21 @@ class DecoderProfile:
     groups: list[NodeCost]
 
 
+def state_in_bf16(ir: ov.Model) -> ov.Model:
+    """The graph's f32 state inputs and outputs in bf16, as the native runner compiles the chunk
+    graphs where the decoder computes bf16 on a CPU with native BF16 (native/src/codec_graphs.cpp,
+    docs/OPENVINO.md §14): profiled with f32 state, the decoder shows reorders and f32
+    concatenations the engine does not run."""
+    ppp = PrePostProcessor(ir)
+    for port in ir.inputs:
+        if port.any_name.startswith(STATE) and port.element_type == ov.Type.f32:
+            ppp.input(port.any_name).tensor().set_element_type(ov.Type.bf16)
+    for port in ir.outputs:
+        if port.any_name.startswith(NEXT) and port.element_type == ov.Type.f32:
+            ppp.output(port.any_name).tensor().set_element_type(ov.Type.bf16)
+    return ppp.build()
+
+
 def profile(model_dir: Path, chunk: int, precision: str, threads: int | None, calls: int,
             seed: int = 0) -> DecoderProfile:
     """Run in its own process (the caps of --as-cpu are in its environment)."""
@@ -56,18 +75,22 @@ def profile(model_dir: Path, chunk: int, precision: str, threads: int | None, ca
     model = LoadedModel(model_dir, precision=precision, threads=threads)
     path = model.dir / f"codec_steady_{chunk}.xml"
     ir = fix_batch(model.core.read_model(path), model.decoder_batch)
+    if model.precisions["decoder"] == "bf16" and "BF16" in device_capabilities(model.core, "CPU"):
+        ir = state_in_bf16(ir)
     compiled = model.core.compile_model(ir, "CPU", {**model.properties("decoder"), "PERF_COUNT": True})
     request = compiled.create_infer_request()
     rng = np.random.default_rng(seed)
-    inputs = {p.any_name: np.zeros(list(p.shape), p.element_type.to_dtype()) for p in compiled.inputs}
-    inputs["frames"][:] = chunk
+    inputs = {p.any_name: ov.Tensor(p.element_type, list(p.shape)) for p in compiled.inputs}
+    for tensor in inputs.values():
+        tensor.data[:] = 0
+    inputs["frames"].data[:] = chunk
     wall = 0.0
     totals: defaultdict[tuple[str, str], float] = defaultdict(float)  # (node type, kernel) -> seconds
     counts: defaultdict[tuple[str, str], int] = defaultdict(int)
     for call in range(calls + 2):  # two calls to warm up
-        inputs["codes"][:] = rng.integers(0, 2048, inputs["codes"].shape)
+        inputs["codes"].data[:] = rng.integers(0, 2048, inputs["codes"].data.shape)
         start = time.perf_counter()
-        out = request.infer(inputs)
+        request.infer(inputs)
         if call >= 2:
             wall += time.perf_counter() - start
             for info in request.profiling_info:
@@ -76,8 +99,8 @@ def profile(model_dir: Path, chunk: int, precision: str, threads: int | None, ca
                 counts[key] += 1
         for port in compiled.outputs:  # the next call continues the stream
             name = port.any_name
-            if name.startswith("next."):
-                inputs["state." + name[len("next."):]] = out[port]
+            if name.startswith(NEXT):
+                request.get_tensor(port).copy_to(inputs[STATE + name[len(NEXT):]])
     frames = calls * chunk
     summed = sum(totals.values())
     groups = sorted((NodeCost(t, k, counts[(t, k)] // calls, s / frames * 1e3, s / summed)
