@@ -67,13 +67,6 @@ def status_kb(pid: int | str = "self") -> dict[str, int]:
     return fields
 
 
-def resident_kb() -> tuple[int, int]:
-    """(anonymous, file-backed) resident kB of this process now: what the plugins allocated,
-    and the pages of mapped files (weights) still in memory."""
-    kb = status_kb()
-    return kb.get("RssAnon", 0), kb.get("RssFile", 0)
-
-
 # --- servers under test -------------------------------------------------------------------
 
 # shared by every benchmark on a machine: one timed run at a time (QWEN3TTS_CPU_LOCK names another file)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from wyoming_qwen3tts.engine.audio import SAMPLE_RATE
 from wyoming_qwen3tts.engine.config import EngineConfig
-from wyoming_qwen3tts.engine.memory import peak_mb
+from wyoming_qwen3tts.engine.memory import Resident, peak_mb
 from wyoming_qwen3tts.engine.metrics import EngineMetrics
 from wyoming_qwen3tts.engine.open import Placement, open_engine
 from wyoming_qwen3tts.engine.sampling import SamplingParams
@@ -20,7 +20,7 @@ from wyoming_qwen3tts.engine.scheduler import Scheduler
 from wyoming_qwen3tts.engine.step import StepTimes
 from wyoming_qwen3tts.model.prompt import VoiceRequest
 
-from .process import resident_kb, rss_mb
+from .process import rss_mb
 from .stats import Spread, percentile
 
 log = logging.getLogger(__name__)
@@ -203,8 +203,8 @@ def bench_ours(model_dir: Path, work: Workload, levels: list[int], setup: Engine
         _one_run(engine, voice, warm_up, 1, seed=1)  # first inferences allocate and pick kernels
         memory: list[tuple[str, float, float]] = [
             (stage, anon / 1024, file / 1024) for stage, anon, file in getattr(engine.runner, "load_memory", [])]
-        anon_kb, file_kb = resident_kb()
-        memory.append(("warm-up", anon_kb / 1024, file_kb / 1024))
+        resident = Resident.now()  # anonymous: what the plugins allocated; file: mapped weights in memory
+        memory.append(("warm-up", resident.anon_kb / 1024, resident.file_kb / 1024))
         results = [_level(engine, voice, work, n) for n in levels]
         metrics = engine.metrics()
     return OursResult(str(model_dir), setup, load_s, loaded, dict(model.precisions), len(model.prompt(voice)),
