@@ -24,6 +24,7 @@
 namespace qwen3tts::testing {
 
 void bind(py::module_& m) {
+  bind_product_times(m);
   m.def(
       "int4_linear",
       [](const Array<uint8_t>& q, const Array<float>& scale, const Array<float>& x, const std::string& isa) {
