@@ -1,5 +1,5 @@
 """The products alone (python -m qwen3tts_tools.bench.products): every layer's weight products
-of the talker and the code predictor, timed as the native runner runs them."""
+of the talker and the code predictor, timed as the native runner runs them, in its order."""
 from __future__ import annotations
 
 import json
@@ -16,7 +16,7 @@ def test_each_graph_and_batch_size_is_timed(converted_factory, weights):
     report = measure(model, [1, 3], "", 2, 3)
     assert [(t.graph, t.rows) for t in report.times] == [("talker", 1), ("talker", 3), ("subcode", 1),
                                                           ("subcode", 3)]
-    assert all(0 < t.min_ms <= t.median_ms and t.passes == 3 for t in report.times)
+    assert all(0 < t.min_ms <= t.median_ms and t.frames == 3 for t in report.times)
     assert report.subcode_steps == 15 and report.threads == 2 and report.kernels == "auto"
     talker, subcode = report.times[1].median_ms, report.times[3].median_ms
     assert report.step_ms(3) == pytest.approx(talker + 15 * subcode)
@@ -31,7 +31,7 @@ def test_the_step_sums_one_talker_pass_and_every_code_predictor_pass():
 def test_the_cli_prints_both_tables_and_writes_json(converted_factory, tmp_path, capsys):
     model = converted_factory("tiny", "custom_voice", "int4")
     out = tmp_path / "products.json"
-    assert main(["--converted", str(model), "--rows", "2", "--threads", "1", "--kernels", "avx2", "--passes", "2",
+    assert main(["--converted", str(model), "--rows", "2", "--threads", "1", "--kernels", "avx2", "--frames", "2",
                  "--json", str(out)]) == 0
     text = capsys.readouterr().out
     assert text.startswith("Products alone (avx2 kernels, 1 threads)")
@@ -40,14 +40,29 @@ def test_the_cli_prints_both_tables_and_writes_json(converted_factory, tmp_path,
     assert data["kernels"] == "avx2" and len(data["times"]) == 2
 
 
+def test_a_frame_is_one_talker_pass_then_the_code_predictor_steps(converted_factory):
+    model = converted_factory("tiny", "custom_voice", "int4")
+    stacks = testing.ProductStacks(str(model / "talker.xml"), str(model / "subcode.xml"), "avx2", 1)
+    talker, none = stacks.time(2, 0, 3)
+    assert len(talker) == len(none) == 3 and all(ms > 0 for ms in talker)
+    assert all(ms < min(talker) for ms in none)  # no code-predictor pass: only the team's start and end
+    _, many = stacks.time(2, 30, 3)
+    assert min(many) > max(none)
+
+
 def test_bad_arguments_are_refused(converted_factory):
     model = converted_factory("tiny", "custom_voice", "int4")
+    talker, subcode = str(model / "talker.xml"), str(model / "subcode.xml")
     with pytest.raises(ValueError, match="no weight"):
-        testing.product_times(str(model / "talker.xml"), "subcode", 1)  # the talker graph has no subcode.* weights
-    with pytest.raises(ValueError, match=">= 1"):
-        testing.product_times(str(model / "talker.xml"), "talker", 0)
+        testing.ProductStacks(subcode, talker)  # each graph has only its own weights
+    with pytest.raises(ValueError, match="threads"):
+        testing.ProductStacks(talker, subcode, "", 0)
+    stacks = testing.ProductStacks(talker, subcode, "", 1)
+    for rows, steps, frames in ((0, 1, 1), (1, -1, 1), (1, 1, 0)):
+        with pytest.raises(ValueError, match="rows, frames >= 1"):
+            stacks.time(rows, steps, frames)
     for bad in ("0", "1,x", ""):
         with pytest.raises(Exception, match="rows"):
             rows_list(bad)
     with pytest.raises(SystemExit):
-        main(["--converted", str(model), "--passes", "0"])
+        main(["--converted", str(model), "--frames", "0"])

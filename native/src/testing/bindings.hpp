@@ -7,7 +7,7 @@ namespace qwen3tts::testing {
 
 // Adds the test-only functions and classes to `m` (the submodule _native.testing).
 void bind(pybind11::module_& m);
-// _native.testing.product_times (product_times.cpp).
+// _native.testing.ProductStacks (product_times.cpp).
 void bind_product_times(pybind11::module_& m);
 
 }  // namespace qwen3tts::testing

@@ -1,7 +1,8 @@
-// _native.testing.product_times: the layer stacks' weight products alone, timed as the runner
-// runs them (the same packed matrices, quantization, team and barriers, nothing between them),
-// so a step's time can be split into its products and the rest (docs/BENCHMARKS.md, "Why the
-// fast preset's four streams stop near 2.1×").
+// _native.testing.ProductStacks: the layer stacks' weight products alone, timed as the runner
+// runs them (the same packed matrices, quantization, team and barriers, nothing between them)
+// and in its order (a talker pass, then the code predictor's passes of the frame), so a step's
+// time can be split into its products and the rest, the caches as a step leaves them
+// (docs/BENCHMARKS.md, "Why the fast preset's four streams stop near 2.1×").
 #include <pybind11/stl.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include <random>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <openvino/openvino.hpp>
@@ -25,50 +27,78 @@ namespace py = pybind11;
 
 namespace {
 
-// Milliseconds of each of `repeats` passes over every layer's four products with `rows` rows.
-std::vector<double> time_products(const std::string& xml, const std::string& graph, int64_t rows,
-                                  const std::string& isa, int threads, int repeats) {
-  if (rows < 1 || threads < 1 || repeats < 1) throw std::invalid_argument("product_times: rows, threads, repeats >= 1");
-  ov::Core core;
+std::unique_ptr<LayerStack> read_stack(ov::Core& core, const std::string& xml, const std::string& graph,
+                                       const Kernels& kernels) {
   const std::shared_ptr<ov::Model> model = core.read_model(xml);
-  const LayerStack stack(NamedWeights(*model, graph), kernels_named(isa));
-  ThreadTeam team(threads);
-  StackWork work;
-  work.prepare(stack, rows, threads, stack.hidden);
-  std::mt19937 random(0);
-  std::normal_distribution<float> normal;
-  for (auto* input : {&work.normed, &work.attention, &work.act})
-    std::generate(input->begin(), input->end(), [&] { return normal(random); });
-  std::vector<double> times;
-  for (int r = 0; r < repeats; ++r) {
-    const auto begin = std::chrono::steady_clock::now();
-    team.run([&](int rank) noexcept {
-      for (const Layer& l : stack.layers) {
-        product(team, rank, work, *l.qkv, work.normed.data(), rows, work.qkv.data());
-        product(team, rank, work, *l.o, work.attention.data(), rows, work.out.data());
-        product(team, rank, work, *l.gate_up, work.normed.data(), rows, work.gate_up.data());
-        product(team, rank, work, *l.down, work.act.data(), rows, work.out.data());
-      }
-    });
-    times.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count());
-  }
-  return times;
+  return std::make_unique<LayerStack>(NamedWeights(*model, graph), kernels);
 }
+
+class ProductStacks {
+ public:
+  ProductStacks(const std::string& talker_xml, const std::string& subcode_xml, const std::string& isa, int threads)
+      : team_(std::max(threads, 1)) {
+    if (threads < 1) throw std::invalid_argument("ProductStacks: threads >= 1");
+    ov::Core core;
+    const Kernels& kernels = kernels_named(isa);
+    talker_ = read_stack(core, talker_xml, "talker", kernels);
+    subcode_ = read_stack(core, subcode_xml, "subcode", kernels);
+  }
+
+  // (talker ms, code predictor ms) of each of `frames` frames: one talker pass over its layers'
+  // products, then `steps` code-predictor passes, `rows` activation rows each.
+  std::pair<std::vector<double>, std::vector<double>> time(int64_t rows, int steps, int frames) {
+    if (rows < 1 || steps < 0 || frames < 1) throw std::invalid_argument("ProductStacks: rows, frames >= 1, steps >= 0");
+    StackWork talker_work, subcode_work;
+    prepare(*talker_, rows, talker_work);
+    prepare(*subcode_, rows, subcode_work);
+    std::vector<double> talker_ms, subcode_ms;
+    for (int f = 0; f < frames; ++f) {
+      talker_ms.push_back(pass(*talker_, talker_work, rows, 1));
+      subcode_ms.push_back(pass(*subcode_, subcode_work, rows, steps));
+    }
+    return {talker_ms, subcode_ms};
+  }
+
+ private:
+  void prepare(const LayerStack& stack, int64_t rows, StackWork& work) {
+    work.prepare(stack, rows, team_.size(), stack.hidden);
+    std::mt19937 random(0);
+    std::normal_distribution<float> normal;
+    for (auto* input : {&work.normed, &work.attention, &work.act})
+      std::generate(input->begin(), input->end(), [&] { return normal(random); });
+  }
+
+  // ms of `count` passes over the stack's products
+  double pass(const LayerStack& stack, StackWork& work, int64_t rows, int count) {
+    const auto begin = std::chrono::steady_clock::now();
+    team_.run([&](int rank) noexcept {
+      for (int i = 0; i < count; ++i)
+        for (const Layer& l : stack.layers) {
+          product(team_, rank, work, *l.qkv, work.normed.data(), rows, work.qkv.data());
+          product(team_, rank, work, *l.o, work.attention.data(), rows, work.out.data());
+          product(team_, rank, work, *l.gate_up, work.normed.data(), rows, work.gate_up.data());
+          product(team_, rank, work, *l.down, work.act.data(), rows, work.out.data());
+        }
+    });
+    return std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - begin).count();
+  }
+
+  ThreadTeam team_;
+  std::unique_ptr<LayerStack> talker_, subcode_;
+};
 
 }  // namespace
 
 void bind_product_times(py::module_& m) {
-  m.def(
-      "product_times",
-      [](const std::string& xml, const std::string& graph, int64_t rows, const std::string& isa, int threads,
-         int repeats) {
-        py::gil_scoped_release release;
-        return time_products(xml, graph, rows, isa, threads, repeats);
-      },
-      py::arg("xml"), py::arg("graph"), py::arg("rows"), py::arg("isa") = "", py::arg("threads") = 2,
-      py::arg("repeats") = 10,
-      "ms of each pass over the layers' products of a converted talker or subcode graph ('talker', 'subcode'), "
-      "`rows` activation rows, as the runner multiplies them");
+  py::class_<ProductStacks>(m, "ProductStacks",
+                            "A converted model's talker and code-predictor layer stacks, packed as the runner packs "
+                            "them, to time their weight products alone")
+      .def(py::init<const std::string&, const std::string&, const std::string&, int>(), py::arg("talker_xml"),
+           py::arg("subcode_xml"), py::arg("isa") = "", py::arg("threads") = 2,
+           py::call_guard<py::gil_scoped_release>())
+      .def("time", &ProductStacks::time, py::arg("rows"), py::arg("steps"), py::arg("frames"),
+           py::call_guard<py::gil_scoped_release>(),
+           "(talker ms, code predictor ms) of each frame: a talker pass, then `steps` code-predictor passes");
 }
 
 }  // namespace qwen3tts::testing
