@@ -18,6 +18,7 @@ import sys
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from wyoming_qwen3tts.engine.config import KERNELS
 from wyoming_qwen3tts.model.manifest import read_converted
 
 from .process import run_isolated, setup_logging
@@ -97,8 +98,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--converted", type=Path, required=True, help="a converted model directory (INT8 or INT4)")
     parser.add_argument("--rows", type=rows_list, default=[1, 4], help="batch sizes, e.g. 1,4 (streams)")
     parser.add_argument("--threads", type=int, default=2, help="the thread team's size (the runner's threads)")
-    parser.add_argument("--kernels", choices=["auto", "avx512_amx", "avx512_vnni", "avx_vnni", "avx2"],
-                        default="auto", help="the kernel copy (auto: the fastest this CPU runs)")
+    parser.add_argument("--kernels", choices=KERNELS, default="auto",
+                        help="the kernel copy (auto: the fastest this CPU runs)")
     parser.add_argument("--frames", type=int, default=20, help="timed frames per batch size")
     parser.add_argument("--json", type=Path, help="also write the figures here")
     args = parser.parse_args(argv)
