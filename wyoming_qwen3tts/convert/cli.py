@@ -40,7 +40,9 @@ def main(argv: list[str] | None = None) -> int:
                              "subcode, the fast preset (judge it on real weights); mixed: INT8 talker, INT4 "
                              "subcode (code predictor); fp16 / fp32: uncompressed")
     parser.add_argument("--codec-weights", choices=CODEC_FORMATS, default="fp32",
-                        help="codec decoder weights (fp32 is exact; fp16 halves its size)")
+                        help="codec decoder weights (fp32 is exact; fp16 halves its size; int8: its last "
+                             "blocks' convolutions in INT8, about twice as fast on a CPU without BF16, "
+                             "not exact — docs/BENCHMARKS.md \"The decoder in INT8\")")
     parser.add_argument("--first-chunks", type=_sizes, default=FIRST_CHUNKS,
                         help="comma-separated frame counts of the first codec call to export (default 1,2,4; "
                              "with a first chunk of 1, a streamed response also takes 1-frame chunks while "

@@ -108,15 +108,31 @@ def per_channel(a: np.ndarray) -> T:
     return f32(np.asarray(a, np.float32)[None, :, None])
 
 
-def conv(x: T, p: Params, dilation: int = 1, taps: int | None = None) -> T:
+class Convs:
+    """How a convolution of the decoder's last blocks multiplies: in f32 (the exact path) here,
+    in INT8 with calibrated input ranges in convert/codec_int8.py. The blocks ask for it only
+    where an INT8 decoder quantizes (`decode`); every other convolution is plain."""
+
+    def __call__(self, x: T, weight: np.ndarray, p: Params, dilation: int, taps: int) -> T:
+        """x [B, in, L] convolved (valid) with the last `taps` of weight [out, in, k]."""
+        return op.convolution(x, p.weights(last_taps(weight, taps)), [1], [0], [0], [dilation])
+
+
+PLAIN = Convs()
+
+
+def last_taps(weight: np.ndarray, taps: int) -> np.ndarray:
+    return weight if taps == weight.shape[-1] else np.ascontiguousarray(weight[:, :, -taps:])
+
+
+def conv(x: T, p: Params, dilation: int = 1, taps: int | None = None, convs: Convs = PLAIN) -> T:
     """Plain (valid) Conv1d + bias of torch weight [out, in, k] on x [B, in, L]; `taps`: only
     the last ones of the k (a fresh stream's, see causal_conv)."""
     weight = p.array("weight")
-    return op.convolution(x, p.weights(weight if taps is None else weight[:, :, -taps:]), [1], [0], [0],
-                          [dilation]) + per_channel(p.array("bias"))
+    return convs(x, weight, p, dilation, weight.shape[-1] if taps is None else taps) + per_channel(p.array("bias"))
 
 
-def causal_conv(x: T, ctx: Context, p: Params, dilation: int = 1) -> T:
+def causal_conv(x: T, ctx: Context, p: Params, dilation: int = 1, convs: Convs = PLAIN) -> T:
     """CausalConvNet (stride 1): left context of (k-1)·dilation samples, no right padding.
     In a fresh stream's graph (Context.fresh) a tap reaching (k-1-j)·dilation ≥ L samples
     back reads only zeros for every output of x [B, C, L]: the conv keeps the last
@@ -125,7 +141,7 @@ def causal_conv(x: T, ctx: Context, p: Params, dilation: int = 1) -> T:
     taps = min(k, (x.dim(2) - 1) // dilation + 1) if ctx.fresh else k
     if taps > 1:
         x = ctx.left(x, p.prefix + "conv", (taps - 1) * dilation)
-    return conv(x, p.conv, dilation, taps)
+    return conv(x, p.conv, dilation, taps, convs)
 
 
 PI_PARTS = (3.140625, 9.67502593994140625e-4, 1.509957990978376432e-7)  # Σ = π, k·part exact in f32
@@ -156,7 +172,7 @@ def snake(x: T, p: Params) -> T:
     return x + per_channel(inv_beta) * sin_squared(x * per_channel(alpha))
 
 
-def polyphase(x: T, p: Params, rate: int) -> T:
+def polyphase(x: T, p: Params, rate: int, convs: Convs = PLAIN) -> T:
     """ConvTranspose1d with stride r and kernel r·taps (taps = 1 or 2) on x [B, C_in, L'],
     computed as a plain conv to r·C_out channels whose r phases are then interleaved:
     output sample l·r + j = Σ_s x[l - s] · w[:, :, s·r + j], the taps s ≥ 1 reading the
@@ -168,7 +184,7 @@ def polyphase(x: T, p: Params, rate: int) -> T:
     taps = k // rate
     # conv weight [r·C_out, C_in, taps]: channel j·C_out + c (phase-major), conv tap t reads x[l - (taps-1-t)]
     kernel = wt.reshape(c_in, c_out, taps, rate)[:, :, ::-1, :].transpose(3, 1, 0, 2).reshape(rate * c_out, c_in, taps)
-    y = op.convolution(x, p.weights(np.ascontiguousarray(kernel)), [1], [0], [0], [1])
+    y = convs(x, np.ascontiguousarray(kernel), p, 1, taps)
     y = y + per_channel(np.tile(p.array("bias"), rate))
     # channel j·C_out + c of sample l -> sample l·r + j of channel c: one DepthToSpace, which the CPU
     # plugin runs in its convolutions' channels-last layout (a reshape-transpose-reshape went
@@ -181,11 +197,11 @@ def trans_conv(x: T, p: Params, stride: int) -> T:
     return polyphase(x, p, stride)
 
 
-def causal_trans_conv(x: T, ctx: Context, p: Params, rate: int) -> T:
+def causal_trans_conv(x: T, ctx: Context, p: Params, rate: int, convs: Convs = PLAIN) -> T:
     """CausalTransConvNet k=2r, s=r, r trimmed on the right: output block l (r samples) is
     input l through taps 0..r-1 plus input l-1 through taps r..2r-1, so one input sample
     of left context (the r samples trimmed on the right are the ones never computed)."""
-    return polyphase(ctx.left(x, p.prefix + "conv", 1), p.conv, rate)
+    return polyphase(ctx.left(x, p.prefix + "conv", 1), p.conv, rate, convs)
 
 
 def convnext(x: T, ctx: Context, p: Params) -> T:
@@ -199,10 +215,10 @@ def convnext(x: T, ctx: Context, p: Params) -> T:
     return x + h.transpose(0, 2, 1)
 
 
-def residual_unit(x: T, ctx: Context, p: Params, dilation: int) -> T:
+def residual_unit(x: T, ctx: Context, p: Params, dilation: int, convs: Convs = PLAIN) -> T:
     """x + conv_k1(snake(causal conv_k7_dilated(snake(x))))."""
-    h = causal_conv(snake(x, p.act1), ctx, p.conv1, dilation)
-    return x + causal_conv(snake(h, p.act2), ctx, p.conv2)
+    h = causal_conv(snake(x, p.act1), ctx, p.conv1, dilation, convs)
+    return x + causal_conv(snake(h, p.act2), ctx, p.conv2, convs=convs)
 
 
 def dequantize(codes: T, spec: CodecDecoderSpec, p: Params) -> T:
@@ -254,12 +270,16 @@ def transformer(x: T, ctx: Context, spec: CodecDecoderSpec, p: Params) -> T:
     return p.output_proj(rms_norm(h, p.norm.const(), spec.rms_norm_eps)).transpose(0, 2, 1)
 
 
-def decode(codes: T, ctx: Context, spec: CodecDecoderSpec, p: Params, lead: int | None = None) -> T:
+def decode(codes: T, ctx: Context, spec: CodecDecoderSpec, p: Params, lead: int | None = None,
+           convs: Convs = PLAIN) -> T:
     """The whole decoder: codes [B, Q, T] i64 -> pcm [B, T·samples_per_frame] in [-1, 1];
     p views the `decoder.` tensors of speech_tokenizer/model.safetensors. lead: decode only
     the first `lead` latent samples (of 4 per frame) through the four upsampling blocks, so
     pcm is the first lead·480 samples: every block is causal, so they are the same samples
-    for a fraction of the blocks' work (docs/MODEL.md §8.3)."""
+    for a fraction of the blocks' work (docs/MODEL.md §8.3). convs: how the convolutions after
+    the first decoder block's upsampling one multiply (768 input channels and fewer at full
+    size: two thirds of the decoder's multiply-adds, where INT8 costs the least accuracy;
+    docs/BENCHMARKS.md "The decoder in INT8")."""
     x = causal_conv(dequantize(codes, spec, p.quantizer), ctx, p.pre_conv)
     x = transformer(x, ctx, spec, p.pre_transformer)
     for i, factor in enumerate(spec.upsampling_ratios):
@@ -269,15 +289,15 @@ def decode(codes: T, ctx: Context, spec: CodecDecoderSpec, p: Params, lead: int 
     x = causal_conv(x, ctx, p.decoder[0])
     for b, rate in enumerate(spec.upsample_rates):
         block = p.decoder[b + 1].block
-        x = causal_trans_conv(snake(x, block[0]), ctx, block[1], rate)
+        x = causal_trans_conv(snake(x, block[0]), ctx, block[1], rate, convs if b else PLAIN)
         for j, dilation in enumerate((1, 3, 9)):
-            x = residual_unit(x, ctx, block[j + 2], dilation)
+            x = residual_unit(x, ctx, block[j + 2], dilation, convs)
     last = len(spec.upsample_rates) + 1
-    x = causal_conv(snake(x, p.decoder[last]), ctx, p.decoder[last + 1])
+    x = causal_conv(snake(x, p.decoder[last]), ctx, p.decoder[last + 1], convs=convs)
     return op.clamp(x, -1.0, 1.0).squeeze(1)
 
 
-def build_codec_decoder(ckpt: Checkpoint, weights: Weights) -> ov.Model:
+def build_codec_decoder(ckpt: Checkpoint, weights: Weights, convs: Convs = PLAIN) -> ov.Model:
     """The offline decoder for any batch and length: codes [B, Q, T] i64 -> pcm [B, T·1920] f32.
 
     Attention is explicit over all T×T scores with a window bias, so memory grows with T²
@@ -285,7 +305,8 @@ def build_codec_decoder(ckpt: Checkpoint, weights: Weights) -> ov.Model:
     to the streaming graphs."""
     spec = ckpt.spec.codec_decoder
     codes = param("codes", [-1, spec.num_quantizers, -1], ov.Type.i64)
-    pcm = decode(codes, OfflineContext(spec.sliding_window), spec, Params(ckpt.codec, weights, "decoder."))
+    pcm = decode(codes, OfflineContext(spec.sliding_window), spec, Params(ckpt.codec, weights, "decoder."),
+                 convs=convs)
     model = ov.Model([result(pcm, "pcm")], [codes.node], "codec")
     log.info("codec decoder graph: %d transformer layers, %d ops", spec.num_layers, len(model.get_ordered_ops()))
     return model

@@ -32,7 +32,7 @@ import openvino as ov
 
 from ..model.checkpoint import Checkpoint
 from ..model.stream_io import FRAMES, NEXT, STATE
-from .codec import Context, decode, seen_to_bias
+from .codec import PLAIN, Context, Convs, decode, seen_to_bias
 from .expr import T, cat, i64, op, param, result
 from .ops import Params, Weights, rope_tables
 
@@ -115,13 +115,13 @@ class StreamContext(Context):
         return k_all, v_all, self._bias
 
 
-def _build(ckpt: Checkpoint, weights: Weights, frames: int, first: bool) -> ov.Model:
+def _build(ckpt: Checkpoint, weights: Weights, frames: int, first: bool, convs: Convs = PLAIN) -> ov.Model:
     if frames < 1:
         raise ValueError(f"a codec chunk needs at least one frame, got {frames}")
     spec = ckpt.spec.codec_decoder
     codes = param("codes", [-1, spec.num_quantizers, frames], ov.Type.i64)
     ctx = StreamContext(codes, frames, spec.sliding_window, first)
-    pcm = result(decode(codes, ctx, spec, Params(ckpt.codec, weights, "decoder.")), "pcm")
+    pcm = result(decode(codes, ctx, spec, Params(ckpt.codec, weights, "decoder."), convs=convs), "pcm")
     kind = "first" if first else "steady"
     model = ov.Model([pcm, *ctx.results], [codes.node, *ctx.params], f"codec_{kind}_{frames}")
     log.info("codec %s graph: %d frames, %d state tensors, %d ops", kind, frames, len(ctx.results),
@@ -135,7 +135,7 @@ def build_codec_first(ckpt: Checkpoint, weights: Weights, frames: int) -> ov.Mod
     return _build(ckpt, weights, frames, first=True)
 
 
-def build_codec_lead(ckpt: Checkpoint, weights: Weights, samples: int) -> ov.Model:
+def build_codec_lead(ckpt: Checkpoint, weights: Weights, samples: int, convs: Convs = PLAIN) -> ov.Model:
     """The start of a stream's first frame: codes [B, Q, 1] -> pcm [B, samples·480], the
     first `samples` of the frame's 4 latent samples decoded (docs/MODEL.md §8.3). No state
     comes out: the frame is decoded whole again by a chunk graph, which carries the stream on."""
@@ -146,11 +146,11 @@ def build_codec_lead(ckpt: Checkpoint, weights: Weights, samples: int) -> ov.Mod
     codes = param("codes", [-1, spec.num_quantizers, 1], ov.Type.i64)
     # only audio comes out: what multiplies the zero past is left out (codec.Context.fresh)
     ctx = StreamContext(codes, 1, spec.sliding_window, first=True, fresh=True)
-    pcm = decode(codes, ctx, spec, Params(ckpt.codec, weights, "decoder."), lead=samples)
+    pcm = decode(codes, ctx, spec, Params(ckpt.codec, weights, "decoder."), lead=samples, convs=convs)
     return ov.Model([result(pcm, "pcm")], [codes.node], f"codec_lead_{samples}")
 
 
-def build_codec_steady(ckpt: Checkpoint, weights: Weights, frames: int) -> ov.Model:
+def build_codec_steady(ckpt: Checkpoint, weights: Weights, frames: int, convs: Convs = PLAIN) -> ov.Model:
     """Any chunk of up to `frames` frames: codes [B, Q, frames], the real frames [B] and the
-    state -> pcm and the state after the real frames."""
-    return _build(ckpt, weights, frames, first=False)
+    state -> pcm and the state after the real frames. convs: codec.decode's."""
+    return _build(ckpt, weights, frames, first=False, convs=convs)

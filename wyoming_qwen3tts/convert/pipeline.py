@@ -31,8 +31,9 @@ from ..hub import import_hub
 from ..model import manifest as mf
 from ..model.checkpoint import Checkpoint
 from .blocked import row_blocked_quantiser
-from .codec import build_codec_decoder
+from .codec import PLAIN, Convs, build_codec_decoder
 from .codec_encoder import build_codec_encoder
+from .codec_int8 import Int8Convs, calibrate
 from .codec_stream import build_codec_lead, build_codec_steady
 from .embed_graph import build_embed
 from .ops import WEIGHT_FORMATS, Weights
@@ -50,7 +51,10 @@ GRAPHS: dict[str, Builder] = {"embed": build_embed, "talker": build_talker, "sub
 # A Base model's graphs for cloning voices from reference audio (always fp32: they run once
 # per reference, and the reference codes must match the official ones exactly).
 CLONE_GRAPHS: dict[str, Builder] = dict(zip(mf.CLONE_GRAPHS, (build_speaker_encoder, build_codec_encoder)))
-CODEC_FORMATS = ("fp32", "fp16")  # the codec is never INT8: exactness needs fp32 (fp16 optional)
+# The codec's chunk graphs: fp32 (exact; run in bf16 where the CPU has it), fp16 (half the size), or
+# int8: its last blocks' convolutions in INT8 with calibrated ranges (convert/codec_int8.py), about
+# twice as fast on a CPU without BF16, ~24 dB from the exact decoder on random full-size weights.
+CODEC_FORMATS = ("fp32", "fp16", "int8")
 FIRST_CHUNKS = (1, 2, 4)  # frames per first codec call the runtime may choose from
 STEADY_CHUNKS = (8, 24)
 
@@ -86,7 +90,8 @@ INT4_GRAPHS = ("talker", "subcode")
 # is said and how) at INT8 and gives the code predictor, whose 5 layers are read 15 times per
 # frame, INT4's half-size working set (docs/BENCHMARKS.md, "The default preset, and `mixed`").
 STAGE_FORMATS: dict[str, dict[str, str]] = {"mixed": {"talker": "int8", "subcode": "int4"}}
-_PRECISION = {"int8": "int8_sym", "int4": f"int4_sym_g{INT4_GROUP}", "fp16": "fp16", "fp32": "fp32"}
+_PRECISION = {"int8": "int8_sym", "int4": f"int4_sym_g{INT4_GROUP}", "fp16": "fp16", "fp32": "fp32",
+              "int8_conv": "fp32+int8_conv"}  # the codec's INT8: only its quantized convolutions in int8
 # f32 weights of one graph held in RAM before the rest go to a scratch file: with the compressed
 # copy, nncf's per-matrix work and the libraries, a full-size 1.7B INT4 converts in 1.6 GB peak RSS
 # and a 0.6B INT8 in 1.3 (docs/BENCHMARKS.md), which an 8 GB box beside Home Assistant can give.
@@ -255,6 +260,13 @@ def _publish(work: Path, out: Path, force: bool) -> None:
         shutil.rmtree(old, ignore_errors=True)
 
 
+def _int8_convs(root: Path) -> Convs:
+    convs = Int8Convs(calibrate(root))
+    gc.collect()  # the calibration's compiled float decoder goes before the graphs are built
+    log.info("codec: int8 convolutions calibrated (peak RSS so far %.2f GB)", _peak_rss_gb())
+    return convs
+
+
 def convert(src: str | Path, out: Path, weights: str = "int8", force: bool = False,
             revision: str | None = None, codec_weights: str = "fp32", first_chunks: Sequence[int] = FIRST_CHUNKS,
             steady_chunks: Sequence[int] = STEADY_CHUNKS, weight_budget: int = WEIGHT_BUDGET) -> Path:
@@ -275,7 +287,11 @@ def convert(src: str | Path, out: Path, weights: str = "int8", force: bool = Fal
     spec = Checkpoint(root).spec  # validates the checkpoint before any work
     clone = spec.model_type == "base"
     plan = [(name, build, graph_format(weights, name)) for name, build in GRAPHS.items()]
-    plan += [(name, build, codec_weights) for name, build in codec_graphs(first_chunks, steady_chunks, clone).items()]
+    codec_format, convs = codec_weights, PLAIN
+    if codec_weights == "int8":  # the float graph's ranges, before any graph is written
+        codec_format, convs = "int8_conv", _int8_convs(root)
+    plan += [(name, partial(build, convs=convs), codec_format)
+             for name, build in codec_graphs(first_chunks, steady_chunks, clone).items()]
     plan += [(name, build, "fp32") for name, build in (CLONE_GRAPHS.items() if clone else ())]
     source["content_sha256"], source["files"] = mf.source_digest(root)
     out.parent.mkdir(parents=True, exist_ok=True)
