@@ -60,7 +60,7 @@ STEADY_CHUNKS = (8, 24)
 
 
 def codec_graphs(first: Sequence[int] = FIRST_CHUNKS, steady: Sequence[int] = STEADY_CHUNKS,
-                 clone: bool = False) -> dict[str, Builder]:
+                 clone: bool = False, convs: Convs = PLAIN) -> dict[str, Builder]:
     """The offline decoder plus a static-shape streaming graph per exported chunk size.
 
     Every chunk graph is a steady one (it takes the decoder state): a steady graph fed a zero
@@ -68,14 +68,15 @@ def codec_graphs(first: Sequence[int] = FIRST_CHUNKS, steady: Sequence[int] = ST
     graph that starts a stream then also decodes a paced stream's short chunks
     (engine/pacing.py) and an in-context clone's first chunk, which starts from the state the
     reference codes leave. A Base (clone) model always gets the 1-frame graph, with which a
-    reference of any length primes the decoder exactly."""
+    reference of any length primes the decoder exactly. convs: how the last blocks' convolutions
+    multiply (codec.decode)."""
     sizes = set(first) | set(steady) | ({1} if clone else set())
-    graphs: dict[str, Builder] = {"codec": build_codec_decoder}
+    graphs: dict[str, Builder] = {"codec": partial(build_codec_decoder, convs=convs)}
     for n in sorted(sizes):
         if n < 1:
             raise ConvertError(f"codec chunk sizes must be at least 1 frame, got {n}")
-        graphs[f"codec_steady_{n}"] = partial(build_codec_steady, frames=n)
-    graphs[mf.LEAD_GRAPH] = partial(build_codec_lead, samples=mf.LEAD_SAMPLES)  # engine/codec_lead.py
+        graphs[f"codec_steady_{n}"] = partial(build_codec_steady, frames=n, convs=convs)
+    graphs[mf.LEAD_GRAPH] = partial(build_codec_lead, samples=mf.LEAD_SAMPLES, convs=convs)  # engine/codec_lead.py
     return graphs
 
 
@@ -290,8 +291,8 @@ def convert(src: str | Path, out: Path, weights: str = "int8", force: bool = Fal
     codec_format, convs = codec_weights, PLAIN
     if codec_weights == "int8":  # the float graph's ranges, before any graph is written
         codec_format, convs = "int8_conv", _int8_convs(root)
-    plan += [(name, partial(build, convs=convs), codec_format)
-             for name, build in codec_graphs(first_chunks, steady_chunks, clone).items()]
+    codec = codec_graphs(first_chunks, steady_chunks, clone, convs)
+    plan += [(name, build, codec_format) for name, build in codec.items()]
     plan += [(name, build, "fp32") for name, build in (CLONE_GRAPHS.items() if clone else ())]
     source["content_sha256"], source["files"] = mf.source_digest(root)
     out.parent.mkdir(parents=True, exist_ok=True)
