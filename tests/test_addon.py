@@ -180,7 +180,7 @@ VOICES = [
 # Every option set, to values other than the defaults. The Supervisor hands list(...) values
 # back as strings, hence the chunk sizes.
 EVERYTHING = {
-    "model": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "weights": "fp16", "voice": "narrator", "voices": VOICES,
+    "model": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "weights": "fp16", "codec_weights": "int8", "voice": "narrator", "voices": VOICES,
     "asr": "tcp://core-whisper:10300",
     "device_talker": "GPU", "device_subcode": "GPU", "device_decoder": "NPU", "precision": "f16",
     "kv_precision": "f16", "first_chunk": "2", "steady_chunk": "24", "text_feeding": "sentence",
@@ -251,7 +251,8 @@ def test_schema_choices_are_what_the_server_takes(manifest: dict[str, Any]) -> N
 
 def test_defaults_give_the_plain_command(manifest: dict[str, Any], tmp_path: Path) -> None:
     argv, voices_path = _serve(tmp_path, manifest["options"])  # what the Supervisor writes on install
-    assert argv == SERVER + ["--model", DEFAULT_MODEL, "--weights", "auto", "--device-talker", "CPU",
+    assert argv == SERVER + ["--model", DEFAULT_MODEL, "--weights", "auto", "--codec-weights", "fp32",
+                             "--device-talker", "CPU",
                              "--device-subcode", "CPU", "--device-decoder", "CPU", "--precision", "auto",
                              "--kv-precision", "u8", "--first-chunk", "1", "--steady-chunk", "8",
                              "--text-feeding", "word", "--normalize-text", "auto", "--text-layout", "auto",
@@ -265,12 +266,13 @@ def test_defaults_give_the_plain_command(manifest: dict[str, Any], tmp_path: Pat
     assert manifest["options"]["text_layout"] == ServerConfig().engine.text_layout
     assert manifest["options"]["backend"] == ServerConfig().engine.backend
     assert manifest["options"]["weights"] == ServerConfig().model.weights == "auto"  # docs/WEIGHTS.md
+    assert manifest["options"]["codec_weights"] == ServerConfig().model.codec_weights == "fp32"
 
 
 def test_devices_voices_and_debug(tmp_path: Path) -> None:
     argv, voices_path = _serve(tmp_path, EVERYTHING)
     assert argv == SERVER + ["--model", "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "--weights", "fp16",
-                             "--voice", "narrator", "--asr", "tcp://core-whisper:10300", "--device-talker", "GPU",
+                             "--codec-weights", "int8", "--voice", "narrator", "--asr", "tcp://core-whisper:10300", "--device-talker", "GPU",
                              "--device-subcode", "GPU",
                              "--device-decoder", "NPU", "--precision", "f16", "--kv-precision", "f16",
                              "--first-chunk", "2", "--steady-chunk", "24", "--text-feeding", "sentence",

@@ -98,6 +98,22 @@ def test_int8_chunks_stay_near_the_official_decoder(tiny, official_decoder, tmp_
     assert 21.0 <= snr <= 30.0, snr
 
 
+def test_a_cpu_without_bf16_hears_of_the_int8_codec(converted_factory, monkeypatch, caplog) -> None:
+    """Where `auto` leaves the decoder in f32, the log at load names the setting that halves it."""
+    from wyoming_qwen3tts.engine import loaded_model
+
+    real = loaded_model.resolve_precisions
+    monkeypatch.setattr(loaded_model, "resolve_precisions", lambda *a: {**real(*a), "decoder": "f32"})
+    with caplog.at_level(logging.INFO, logger="wyoming_qwen3tts.engine.loaded_model"):
+        LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="auto")
+    assert "model.codec_weights: int8" in caplog.text
+    caplog.clear()
+    monkeypatch.setattr(loaded_model, "resolve_precisions", lambda *a: {**real(*a), "decoder": "bf16"})
+    with caplog.at_level(logging.INFO, logger="wyoming_qwen3tts.engine.loaded_model"):
+        LoadedModel(converted_factory("tiny", "custom_voice", "int8"), precision="auto")
+    assert "codec_weights" not in caplog.text
+
+
 def test_converted_int8_codec_speaks(tiny, official_decoder, tmp_path) -> None:
     out = convert(tiny, tmp_path / "c8", weights="int8", codec_weights="int8")
     manifest, _ = read_converted(out)
@@ -115,6 +131,7 @@ def test_converted_int8_codec_speaks(tiny, official_decoder, tmp_path) -> None:
     finally:
         sched.close()
     pcm = np.concatenate([c.pcm for c in s])
+    assert s.result is not None and s.result.codes is not None
     codes = s.result.codes.T[None].astype(np.int64)
     assert codes.shape[2] >= 8 and pcm.shape == (codes.shape[2] * 1920,)
     snr = snr_db(pcm, official(official_decoder, codes))

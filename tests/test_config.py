@@ -10,6 +10,7 @@ import yaml
 
 from wyoming_qwen3tts.config import (
     ConfigError,
+    ModelConfig,
     DevicesConfig,
     ModelEntry,
     ServerConfig,
@@ -68,6 +69,14 @@ def test_weight_formats_match_the_converter():
     from wyoming_qwen3tts.config import WEIGHT_FORMATS
     from wyoming_qwen3tts.convert.ops import WEIGHT_FORMATS as CONVERTER_FORMATS
     assert WEIGHT_FORMATS == CONVERTER_FORMATS
+
+
+def test_codec_formats_match_the_converter():
+    from wyoming_qwen3tts.config import CODEC_FORMATS
+    from wyoming_qwen3tts.convert.pipeline import CODEC_FORMATS as CONVERTER_FORMATS
+    assert CODEC_FORMATS == CONVERTER_FORMATS
+    with pytest.raises(ConfigError, match="model.codec_weights"):
+        ServerConfig(model=ModelConfig(codec_weights="int4")).validate()
 
 
 # --- loading -------------------------------------------------------------------------------

@@ -328,6 +328,19 @@ def test_a_second_start_converts_nothing_and_a_broken_conversion_is_redone(check
     assert prepare_model(src, tmp_path, "fp32") == first and len(calls) == 4
     assert read_converted(first)[0]["format_version"] == 1
     assert conversion_dir(src, tmp_path, "int8") != first  # options are part of the key
+    assert conversion_dir(src, tmp_path, "fp32", "fp32") == first  # the exact codec adds nothing (older folders)
+    assert conversion_dir(src, tmp_path, "fp32", "int8").name == first.name + "-codec_int8"
+
+
+def test_the_server_converts_with_the_codec_weights_it_is_given(checkpoint_factory, tmp_path, monkeypatch):
+    from wyoming_qwen3tts.convert import child
+
+    calls = []
+    monkeypatch.setattr(child, "convert_in_child", lambda *args, **kwargs: calls.append(kwargs) or args[1])
+    src = str(checkpoint_factory("tiny", "custom_voice"))
+    out = prepare_model(src, tmp_path, "int4", "int8")
+    assert out == conversion_dir(src, tmp_path, "int4", "int8")
+    assert calls == [{"weights": "int4", "codec_weights": "int8", "force": False}]
 
 
 def test_hub_ids_are_keyed_by_revision(tmp_path):

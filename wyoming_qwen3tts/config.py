@@ -28,6 +28,8 @@ DEVICES = ("CPU", "GPU", "NPU", "AUTO")
 # Equal to convert.ops.WEIGHT_FORMATS (a test checks it); importing that would load openvino.
 WEIGHT_FORMATS = ("int8", "int4", "mixed", "fp16", "fp32")
 WEIGHT_SETTINGS = ("auto", *WEIGHT_FORMATS)  # auto: measured per CPU at the first start (docs/WEIGHTS.md)
+# Equal to convert.pipeline.CODEC_FORMATS (a test checks it): the codec decoder's weights.
+CODEC_FORMATS = ("fp32", "fp16", "int8")
 
 
 class ConfigError(ValueError):
@@ -41,6 +43,7 @@ class ModelConfig:
     source: str = DEFAULT_MODEL  # a qwen3tts-convert output dir, a checkpoint dir, or a hub repo id
     data_dir: str = "~/.cache/wyoming-qwen3tts"  # conversions of checkpoints and repo ids
     weights: str = "auto"  # weight format of those conversions; auto: the most accurate that is real time here
+    codec_weights: str = "fp32"  # the codec decoder's in those conversions; int8: faster, not exact (opt-in)
     memory_budget_mb: int | None = None  # several models: unload the least recently used idle one beyond this
 
     @property
@@ -51,6 +54,7 @@ class ModelConfig:
         _non_empty("model.source", self.source)
         _non_empty("model.data_dir", self.data_dir)
         _one_of("model.weights", self.weights, WEIGHT_SETTINGS)
+        _one_of("model.codec_weights", self.codec_weights, CODEC_FORMATS)
         if self.memory_budget_mb is not None and self.memory_budget_mb < 1:
             raise ConfigError(f"model.memory_budget_mb: must be >= 1, got {self.memory_budget_mb}")
 
@@ -295,6 +299,7 @@ _FLAGS: dict[str, tuple[tuple[str, str], ...]] = {
     "model": (("model", "source"),),  # a list: one replaces the models, several become models:
     "data_dir": (("model", "data_dir"),),
     "weights": (("model", "weights"),),
+    "codec_weights": (("model", "codec_weights"),),
     "device": (("devices", "talker"), ("devices", "subcode"), ("devices", "decoder")),
     "talker_device": (("devices", "talker"),),
     "subcode_device": (("devices", "subcode"),),

@@ -54,7 +54,7 @@ CLONE_GRAPHS: dict[str, Builder] = dict(zip(mf.CLONE_GRAPHS, (build_speaker_enco
 # The codec's chunk graphs: fp32 (exact; run in bf16 where the CPU has it), fp16 (half the size), or
 # int8: its last blocks' convolutions in INT8 with calibrated ranges (convert/codec_int8.py), about
 # twice as fast on a CPU without BF16, ~24 dB from the exact decoder on random full-size weights.
-CODEC_FORMATS = ("fp32", "fp16", "int8")
+CODEC_FORMATS = ("fp32", "fp16", "int8")  # as config.CODEC_FORMATS
 FIRST_CHUNKS = (1, 2, 4)  # frames per first codec call the runtime may choose from
 STEADY_CHUNKS = (8, 24)
 

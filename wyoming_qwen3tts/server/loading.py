@@ -171,7 +171,8 @@ class ServiceTrial:
         self.config, self.plan, self.models, self.shared = config, plan, models, shared
 
     def _dir(self, weights: str) -> Path:
-        return conversion_dir(self.plan.entry.source, self.config.model.data_path, weights)
+        return conversion_dir(self.plan.entry.source, self.config.model.data_path, weights,
+                              self.config.model.codec_weights)
 
     def present(self, weights: str) -> bool:
         try:
@@ -184,7 +185,8 @@ class ServiceTrial:
         gc.collect()  # what is left of a model closed before (its Python side, in cycles) goes first
         return_freed_memory()
         with phase(f"model files of {self.plan.entry.source} (download and conversion when needed)"):
-            model_dir = prepare_model(self.plan.entry.source, self.config.model.data_path, weights)
+            model_dir = prepare_model(self.plan.entry.source, self.config.model.data_path, weights,
+                                      self.config.model.codec_weights)
         return open_service(self.config, self.plan, self.models, self.shared, model_dir)
 
     def measure(self, service: Service) -> float | None:

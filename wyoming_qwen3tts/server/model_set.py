@@ -144,7 +144,8 @@ class ModelSet:
         weights = plan.entry.weights or self.config.model.weights
         try:
             folders = [source] if source.is_dir() else [  # auto: whichever of its formats is on disk
-                conversion_dir(plan.entry.source, self.config.model.data_path, w) for w in formats(weights)]
+                conversion_dir(plan.entry.source, self.config.model.data_path, w, self.config.model.codec_weights)
+                for w in formats(weights)]
             return max(sum(f.stat().st_size for f in folder.glob("*.bin")) / 2**20 for folder in folders)
         except (OSError, ValueError):
             return 0.0

@@ -1,6 +1,6 @@
 """`--model` to a converted directory: use a conversion as is, or convert a checkpoint
 directory or hub repo id (`owner/name`, or `owner/name@revision`) once into the data dir,
-keyed by source, revision and weight format, and reuse it on every later start. A missing,
+keyed by source, revision and weight formats, and reuse it on every later start. A missing,
 half-written or outdated conversion (manifest.read_converted checks files and sizes) is
 converted again."""
 from __future__ import annotations
@@ -21,26 +21,28 @@ class ModelSourceError(ValueError):
     """--model names nothing usable."""
 
 
-def conversion_dir(source: str, data_dir: Path, weights: str) -> Path:
-    """Where the conversion of `source` with these options lives in the data dir."""
+def conversion_dir(source: str, data_dir: Path, weights: str, codec_weights: str = "fp32") -> Path:
+    """Where the conversion of `source` with these options lives in the data dir (an exact
+    codec, the default, adds nothing to the name: the folders of earlier versions stay valid)."""
     path = Path(source).expanduser()
+    formats = weights if codec_weights == "fp32" else f"{weights}-codec_{codec_weights}"
     if path.is_dir():
         digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
-        return data_dir / "converted" / f"{path.resolve().name}-{digest}-{weights}"
+        return data_dir / "converted" / f"{path.resolve().name}-{digest}-{formats}"
     if _REPO_ID.match(source):
-        return data_dir / "converted" / f"{source.replace('/', '--')}-{weights}"  # revision included
+        return data_dir / "converted" / f"{source.replace('/', '--')}-{formats}"  # revision included
     raise ModelSourceError(f"--model {source}: neither a directory nor a hub repo id "
                            f"(like Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice)")
 
 
-def prepare_model(source: str, data_dir: Path, weights: str = "int8") -> Path:
+def prepare_model(source: str, data_dir: Path, weights: str = "int8", codec_weights: str = "fp32") -> Path:
     """A converted model directory for `source`, converting it first if needed. A conversion of
     an older, still readable format is converted again, and used as it is if that fails (no
     conversion extra, no network): the server never stops starting where it started before."""
     path = Path(source).expanduser()
     if (path / MANIFEST).is_file():
         return path  # already converted: qwen3tts-convert output
-    out = conversion_dir(source, data_dir, weights)
+    out = conversion_dir(source, data_dir, weights, codec_weights)
     older = False
     try:
         manifest, _ = read_converted(out)
@@ -55,7 +57,7 @@ def prepare_model(source: str, data_dir: Path, weights: str = "int8") -> Path:
         if out.exists():
             log.warning("%s; converting again", e)
     try:
-        return _convert(source, out, weights)
+        return _convert(source, out, weights, codec_weights)
     except ModelSourceError as e:
         if not older:
             raise
@@ -63,7 +65,7 @@ def prepare_model(source: str, data_dir: Path, weights: str = "int8") -> Path:
         return out
 
 
-def _convert(source: str, out: Path, weights: str) -> Path:
+def _convert(source: str, out: Path, weights: str, codec_weights: str) -> Path:
     """Converts in a child process (convert/child.py): the server keeps none of its memory."""
     try:
         from ..convert.child import convert_in_child
@@ -76,7 +78,8 @@ def _convert(source: str, out: Path, weights: str) -> Path:
     repo, _, revision = source.partition("@")
     try:
         if path.is_dir():
-            return convert_in_child(str(path), out, weights=weights, force=out.exists())
-        return convert_in_child(repo, out, weights=weights, force=out.exists(), revision=revision or None)
+            return convert_in_child(str(path), out, weights=weights, codec_weights=codec_weights, force=out.exists())
+        return convert_in_child(repo, out, weights=weights, codec_weights=codec_weights, force=out.exists(),
+                                revision=revision or None)
     except ConvertError as e:
         raise ModelSourceError(f"--model {source}: {e}") from None

@@ -94,8 +94,9 @@ class GraphReads:
 
 
 def stored_format(manifest_format: str) -> str:
-    """int8_sym, int4_sym_g128, fp16, fp32 (a manifest's weight formats) → int8, int4, fp16, fp32."""
-    short = manifest_format.split("_")[0]
+    """int8_sym, int4_sym_g128, fp16, fp32 (a manifest's weight formats) → int8, int4, fp16, fp32;
+    fp32+int8_conv (a codec with INT8 convolutions, mostly f32 by count of tensors) → fp32."""
+    short = manifest_format.split("+")[0].split("_")[0]
     if short not in ELEMENT_BYTES:
         raise ValueError(f"unknown stored weight format {manifest_format!r}")
     return short

@@ -48,6 +48,7 @@ DISCOVERY_URL = "http://supervisor/discovery"
 VALUE_FLAGS = {
     "model": "--model",
     "weights": "--weights",
+    "codec_weights": "--codec-weights",
     "voice": "--voice",
     "asr": "--asr",
     "device_talker": "--device-talker",
