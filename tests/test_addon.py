@@ -180,7 +180,8 @@ VOICES = [
 # Every option set, to values other than the defaults. The Supervisor hands list(...) values
 # back as strings, hence the chunk sizes.
 EVERYTHING = {
-    "model": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "weights": "fp16", "codec_weights": "int8", "voice": "narrator", "voices": VOICES,
+    "model": "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "weights": "fp16", "codec_weights": "int8", "voice": "narrator",
+    "voices": VOICES,
     "asr": "tcp://core-whisper:10300",
     "device_talker": "GPU", "device_subcode": "GPU", "device_decoder": "NPU", "precision": "f16",
     "kv_precision": "f16", "first_chunk": "2", "steady_chunk": "24", "text_feeding": "sentence",
@@ -272,7 +273,8 @@ def test_defaults_give_the_plain_command(manifest: dict[str, Any], tmp_path: Pat
 def test_devices_voices_and_debug(tmp_path: Path) -> None:
     argv, voices_path = _serve(tmp_path, EVERYTHING)
     assert argv == SERVER + ["--model", "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice", "--weights", "fp16",
-                             "--codec-weights", "int8", "--voice", "narrator", "--asr", "tcp://core-whisper:10300", "--device-talker", "GPU",
+                             "--codec-weights", "int8", "--voice", "narrator", "--asr", "tcp://core-whisper:10300",
+                             "--device-talker", "GPU",
                              "--device-subcode", "GPU",
                              "--device-decoder", "NPU", "--precision", "f16", "--kv-precision", "f16",
                              "--first-chunk", "2", "--steady-chunk", "24", "--text-feeding", "sentence",

@@ -10,8 +10,8 @@ import yaml
 
 from wyoming_qwen3tts.config import (
     ConfigError,
-    ModelConfig,
     DevicesConfig,
+    ModelConfig,
     ModelEntry,
     ServerConfig,
     VoiceConfig,
