@@ -5,14 +5,13 @@ from __future__ import annotations
 
 import logging
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import openvino as ov
 import oracle
 import pytest
-import torch
 from ir import round_trip
+from test_codec import official
 
 from wyoming_qwen3tts.convert.codec_int8 import Int8Convs, calibrate, int8_weight
 from wyoming_qwen3tts.convert.codec_stream import build_codec_steady
@@ -31,21 +30,6 @@ log = logging.getLogger(__name__)
 
 CHUNK, CHUNKS = 8, 5
 QUANTIZED = 4 * 7 + 1 - 1  # 4 blocks × (upsampling conv + 3 units × 2 convs) + the last conv, less block 1's upsampling
-
-
-@pytest.fixture(scope="module")
-def tiny(checkpoint_factory) -> Path:
-    return checkpoint_factory("tiny")
-
-
-@pytest.fixture(scope="module")
-def official_decoder(tiny):
-    return oracle.load_official(tiny).model.speech_tokenizer.model.decoder
-
-
-def official(decoder, codes: np.ndarray) -> np.ndarray:
-    with torch.no_grad():
-        return decoder(torch.from_numpy(codes)).numpy()[0, 0]
 
 
 def snr_db(x: np.ndarray, exact: np.ndarray) -> float:
@@ -77,7 +61,8 @@ def test_weights_round_to_int8_per_output_channel() -> None:
     assert np.abs(q * scale[:, None, None] - w).max() <= scale.max() / 2 + 1e-7
 
 
-def test_int8_chunks_stay_near_the_official_decoder(tiny, official_decoder, tmp_path) -> None:
+def test_int8_chunks_stay_near_the_official_decoder(checkpoint_factory, tmp_path) -> None:
+    tiny = checkpoint_factory("tiny")
     ranges = calibrate(tiny)
     assert len(ranges) == QUANTIZED and all(r > 0 for r in ranges.values())
     ckpt = Checkpoint(tiny)
@@ -88,7 +73,7 @@ def test_int8_chunks_stay_near_the_official_decoder(tiny, official_decoder, tmp_
     assert len(int8) == QUANTIZED, runtime  # the plugin really multiplies them in int8
     exact = round_trip(build_codec_steady(ckpt, Weights("fp32"), CHUNK), tmp_path / "f.xml")
     codes = np.random.default_rng(99).integers(0, 2048, (1, 16, CHUNK * CHUNKS))  # not the calibration's codes
-    reference = official(official_decoder, codes)
+    reference = official(oracle.load_official(tiny).model.speech_tokenizer.model.decoder, codes)[0]
     assert np.abs(stream(exact, codes) - reference).max() <= 1e-4  # the float graph is the exact path
     got = stream(compiled, codes)
     snr = snr_db(got, reference)
@@ -152,7 +137,7 @@ def test_converted_int8_codec_speaks(variant, checkpoint_factory, tmp_path) -> N
     codes, pcm = speak(LoadedModel(out, precision="f32", kv_precision="u8"), voice)
     assert codes.shape[2] >= 8 and pcm.shape == (codes.shape[2] * 1920,)
     decoder = oracle.load_official(src).model.speech_tokenizer.model.decoder
-    exact = official(decoder, np.concatenate([ref.T[None], codes], axis=2))[len(ref) * 1920:]
+    exact = official(decoder, np.concatenate([ref.T[None], codes], axis=2))[0, len(ref) * 1920:]
     snr = snr_db(pcm, exact)
     log.info("converted INT8 codec (%s), streamed by the runner: %.1f dB against the official decoder", variant, snr)
     assert 21.0 <= snr <= 30.0, snr  # measured 24.5 dB (custom voice)
