@@ -291,6 +291,23 @@ def test_auto_in_process_deletes_what_it_rejected(checkpoint_factory, tmp_path, 
     assert choice is not None and choice.format == "mixed" and choice.frames_per_s["int8"] == 0.5
 
 
+def test_auto_measures_with_the_codec_it_is_given(checkpoint_factory, tmp_path, monkeypatch):
+    """`model.codec_weights` changes what a format measures (the INT8 codec halves the decoder
+    where it runs f32): auto converts with it, and records it in the signature, so a change of
+    it measures again rather than reusing a choice made with the other decoder."""
+    checkpoint = checkpoint_factory("tiny", "custom_voice")
+    monkeypatch.setenv(NEEDS_ENV, "1")
+    config = apply_overrides(tiny_config(checkpoint, tmp_path, "auto"), codec_weights="int8")
+    service = loading.build_service(config)
+    try:
+        assert service.engine.model.dir == conversion_dir(str(checkpoint), tmp_path, "int8", "int8")
+        assert service.engine.model.manifest["options"]["codec_weights"] == "int8"
+    finally:
+        service.engine.close()
+    choice = Records(tmp_path / "converted" / RECORD).get("0b6")
+    assert choice is not None and choice.signature["settings"]["codec_weights"] == "int8"
+
+
 def _server(checkpoint: Path, data_dir: Path, uri: str) -> subprocess.Popen:
     return subprocess.Popen([sys.executable, "-m", "wyoming_qwen3tts", "--model", str(checkpoint), "--weights",
                              "auto", "--uri", uri, "--data-dir", str(data_dir), "--greedy", "--threads", "1"],
@@ -344,10 +361,10 @@ def test_auto_survives_a_conversion_that_fails(checkpoint_factory, tmp_path, mon
     checkpoint = checkpoint_factory("tiny", "custom_voice")
     prepare = loading.prepare_model
 
-    def full_disk(source, data_dir, weights):
+    def full_disk(source, data_dir, weights, codec_weights):
         if weights == "mixed":  # (the converter removes its own partial output: convert/pipeline.py)
             raise loading.ModelSourceError(f"--model {source}: [Errno 28] No space left on device")
-        return prepare(source, data_dir, weights)
+        return prepare(source, data_dir, weights, codec_weights)
 
     monkeypatch.setattr(loading, "prepare_model", full_disk)
     monkeypatch.setattr(loading, "measure_stream", lambda *args: 5.0)

@@ -158,6 +158,7 @@ def build_service(config: ServerConfig, plan: ModelPlan | None = None, models: i
     signature = cpu_signature(config.devices.threads, ov.get_version(), {
         "precision": config.precision.inference, "kv_cache": config.precision.kv_cache,
         "backend": config.engine.backend, "kernels": config.engine.kernels, "onednn_cap": onednn_cap(),
+        "codec_weights": config.model.codec_weights,
         **requested_devices(config)})
     records = Records(config.model.data_path / "converted" / RECORD)
     service, _ = choose(key, source, signature, records, trial, __version__)
