@@ -59,6 +59,16 @@ def test_prepare_makes_the_models_once(work_dir, weights):
                             "--converted", str(converted)]))
 
 
+def test_an_int8_codec_is_a_conversion_of_its_own(work_dir):
+    args = parse_args(["--preset", "tiny", "--work-dir", str(work_dir), "--weights", "int8", "--codec-weights", "int8"])
+    _, converted = prepare(args)
+    assert converted.name == "tiny-custom_voice-int8-codec_int8"
+    assert json.loads((converted / "manifest.json").read_text())["options"]["codec_weights"] == "int8"
+    with pytest.raises(SystemExit, match="holds an int8 codec, not the fp32 of --codec-weights"):
+        prepare(parse_args(["--preset", "tiny", "--work-dir", str(work_dir), "--weights", "int8",
+                            "--converted", str(converted)]))
+
+
 def test_a_given_conversion_without_peers_needs_no_checkpoint(work_dir, tmp_path):
     converted = work_dir / "tiny-custom_voice-int8"
     if not (converted / "manifest.json").is_file():

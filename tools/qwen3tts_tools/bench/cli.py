@@ -19,7 +19,7 @@ from typing import Any
 
 from wyoming_qwen3tts.backend_flags import add_backend_flags
 from wyoming_qwen3tts.convert.ops import WEIGHT_FORMATS
-from wyoming_qwen3tts.convert.pipeline import convert
+from wyoming_qwen3tts.convert.pipeline import CODEC_FORMATS, convert
 from wyoming_qwen3tts.engine.contention import Contention
 from wyoming_qwen3tts.engine.devices import PRECISION_SETTINGS
 from wyoming_qwen3tts.model.manifest import older_format
@@ -73,6 +73,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
                         help="its existing conversion (with --weights) instead of the work dir's")
     parser.add_argument("--weights", choices=WEIGHT_FORMATS, default="int8",
                         help="our talker and subcode weights: the conversion {preset}-custom_voice-{weights}")
+    parser.add_argument("--codec-weights", choices=CODEC_FORMATS, default="fp32",
+                        help="our codec decoder's weights (int8: docs/BENCHMARKS.md \"The decoder in INT8\"); "
+                        "other than fp32, the conversion's name ends in -codec_{codec_weights}")
     parser.add_argument("--peers", type=_peers, default=PEERS,
                         help="comma-separated peers to measure next to ours: official, vox; or none")
     parser.add_argument("--vox-python", type=Path,
@@ -136,7 +139,8 @@ def prepare(args: argparse.Namespace, variant: str = VARIANT) -> tuple[Path, Pat
     without peers needs no checkpoint: none is written then (4.5 GB at 1.7B)."""
     given = variant == VARIANT
     checkpoint = (args.checkpoint if given else None) or args.work_dir / f"{args.preset}-{variant}"
-    converted = (args.converted if given else None) or args.work_dir / f"{args.preset}-{variant}-{args.weights}"
+    codec = "" if args.codec_weights == "fp32" else f"-codec_{args.codec_weights}"
+    converted = (args.converted if given else None) or args.work_dir / f"{args.preset}-{variant}-{args.weights}{codec}"
     needed = not (args.converted and given) or bool(args.peers)
     if needed and not (checkpoint / "config.json").is_file():
         if args.checkpoint and given:
@@ -152,10 +156,14 @@ def prepare(args: argparse.Namespace, variant: str = VARIANT) -> tuple[Path, Pat
             raise SystemExit(f"{converted} is not a converted model directory")
         log.info("converting %s to %s in %s%s", checkpoint, args.weights.upper(), converted,
                  " (it holds an older format)" if older else "")
-        run_isolated(convert, checkpoint, converted, weights=args.weights, force=older)
-    weights = json.loads((converted / "manifest.json").read_text(encoding="utf-8"))["options"]["weights"]
-    if weights != args.weights:
-        raise SystemExit(f"{converted} holds {weights} weights, not the {args.weights} of --weights")
+        run_isolated(convert, checkpoint, converted, weights=args.weights, codec_weights=args.codec_weights,
+                     force=older)
+    options = json.loads((converted / "manifest.json").read_text(encoding="utf-8"))["options"]
+    if options["weights"] != args.weights:
+        raise SystemExit(f"{converted} holds {options['weights']} weights, not the {args.weights} of --weights")
+    if options.get("codec_weights", "fp32") != args.codec_weights:
+        raise SystemExit(f"{converted} holds an {options.get('codec_weights', 'fp32')} codec, not the "
+                         f"{args.codec_weights} of --codec-weights")
     return checkpoint, converted
 
 
