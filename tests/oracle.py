@@ -16,7 +16,13 @@ from qwen_tts import Qwen3TTSModel  # noqa: E402,F401  (fails loudly when the or
 
 torch.set_num_threads(2)
 
-__all__ = ["CodeCapture", "load_official"]
+__all__ = ["CodeCapture", "decode", "load_official"]
+
+
+def decode(decoder, codes):
+    """The official codec decoder's one forward over codes [B, 16, T] -> pcm [B, T·1920]."""
+    with torch.no_grad():
+        return decoder(torch.from_numpy(codes)).numpy()[:, 0]
 
 
 class CodeCapture:

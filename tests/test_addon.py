@@ -240,7 +240,7 @@ def test_schema_choices_are_what_the_server_takes(manifest: dict[str, Any]) -> N
     assert "NPU" in _choices(schema["device_decoder"])
     with pytest.raises(DeviceError):
         place({"talker": "NPU"}, ["CPU", "NPU"])  # why the talker and subcode do not offer it
-    for option in ("weights", "precision", "kv_precision"):
+    for option in ("weights", "codec_weights", "precision", "kv_precision"):
         for value in _choices(schema[option]):
             app.parse_args([addon.VALUE_FLAGS[option], value])
     assert _choices(schema["precision"]) == list(PRECISION_SETTINGS)  # auto, and every explicit one

@@ -19,6 +19,7 @@ import vox  # noqa: F401  (vox-tts, the vox peer: fails loudly when missing)
 from qwen3tts_tools.bench import vox_peer
 from qwen3tts_tools.bench.as_cpu import TORCH_ENV
 from qwen3tts_tools.bench.cli import main, parse_args, prepare
+from qwen3tts_tools.bench.limits import graph_reads
 from qwen3tts_tools.bench.report import summary
 from qwen3tts_tools.bench.scenarios import EngineSetup, LevelResult, OursResult, Workload, merged, process_groups
 from qwen3tts_tools.bench.stats import Spread
@@ -67,6 +68,12 @@ def test_an_int8_codec_is_a_conversion_of_its_own(work_dir):
     with pytest.raises(SystemExit, match="holds an int8 codec, not the fp32 of --codec-weights"):
         prepare(parse_args(["--preset", "tiny", "--work-dir", str(work_dir), "--weights", "int8",
                             "--converted", str(converted)]))
+    # its bytes as converted (int8 weights for most multiply-adds), its float columns as a float codec reads
+    graph = json.loads((converted / "manifest.json").read_text())["graphs"]["codec_steady_8"]
+    reads = graph_reads(converted / "codec_steady_8.xml", "codec_steady_8", graph["weights"], 8)
+    assert reads.stored == "int8_conv"
+    assert reads.bytes_per_frame() < reads.bytes_per_frame("fp32") and reads.bytes_per_frame("fp16") < \
+        reads.bytes_per_frame("fp32")
 
 
 def test_a_given_conversion_without_peers_needs_no_checkpoint(work_dir, tmp_path):

@@ -11,20 +11,20 @@ import openvino as ov
 import oracle
 import pytest
 from ir import round_trip
-from test_codec import official
 
+from wyoming_qwen3tts.convert.codec import build_codec_decoder
 from wyoming_qwen3tts.convert.codec_int8 import Int8Convs, calibrate, int8_weight
-from wyoming_qwen3tts.convert.codec_stream import build_codec_steady
+from wyoming_qwen3tts.convert.codec_stream import build_codec_lead, build_codec_steady
 from wyoming_qwen3tts.convert.ops import Weights
-from wyoming_qwen3tts.convert.pipeline import convert
+from wyoming_qwen3tts.convert.pipeline import ConvertError, convert
+from wyoming_qwen3tts.engine.codec_stream import CodecStream, StreamingCodec
 from wyoming_qwen3tts.engine.config import EngineConfig
 from wyoming_qwen3tts.engine.loaded_model import LoadedModel
 from wyoming_qwen3tts.engine.sampling import SamplingParams
 from wyoming_qwen3tts.engine.scheduler import Scheduler
 from wyoming_qwen3tts.model.checkpoint import Checkpoint
-from wyoming_qwen3tts.model.manifest import read_converted
+from wyoming_qwen3tts.model.manifest import LEAD_SAMPLES, read_converted
 from wyoming_qwen3tts.model.prompt import VoiceRequest
-from wyoming_qwen3tts.model.stream_io import FRAMES, NEXT, STATE
 
 log = logging.getLogger(__name__)
 
@@ -38,18 +38,10 @@ def snr_db(x: np.ndarray, exact: np.ndarray) -> float:
 
 
 def stream(compiled: ov.CompiledModel, codes: np.ndarray) -> np.ndarray:
-    """codes [1, 16, CHUNKS·CHUNK] decoded chunk by chunk, the state carried: the PCM."""
-    request, state, pcm = compiled.create_infer_request(), {}, []
-    for port in compiled.inputs:
-        if port.get_any_name().startswith(STATE):
-            shape = [1, *(d.get_length() for d in list(port.get_partial_shape())[1:])]
-            state[port.get_any_name()] = np.zeros(shape, port.get_element_type().to_dtype())
-    for c in range(CHUNKS):
-        out = request.infer({"codes": codes[:, :, c * CHUNK:(c + 1) * CHUNK], FRAMES: np.array([CHUNK]), **state})
-        named = {port.get_any_name(): value for port, value in out.items()}
-        state = {STATE + n[len(NEXT):]: v for n, v in named.items() if n.startswith(NEXT)}
-        pcm.append(named["pcm"][0].copy())
-    return np.concatenate(pcm)
+    """codes [1, 16, CHUNKS·CHUNK] decoded chunk by chunk as the runtime does, the state carried: the PCM."""
+    codec, state = StreamingCodec({}, {CHUNK: compiled}), CodecStream()
+    return np.concatenate([codec.decode([state], [codes[0, :, c * CHUNK:(c + 1) * CHUNK]], CHUNK)[0]
+                           for c in range(CHUNKS)])
 
 
 def test_weights_round_to_int8_per_output_channel() -> None:
@@ -73,7 +65,7 @@ def test_int8_chunks_stay_near_the_official_decoder(checkpoint_factory, tmp_path
     assert len(int8) == QUANTIZED, runtime  # the plugin really multiplies them in int8
     exact = round_trip(build_codec_steady(ckpt, Weights("fp32"), CHUNK), tmp_path / "f.xml")
     codes = np.random.default_rng(99).integers(0, 2048, (1, 16, CHUNK * CHUNKS))  # not the calibration's codes
-    reference = official(oracle.load_official(tiny).model.speech_tokenizer.model.decoder, codes)[0]
+    reference = oracle.decode(oracle.load_official(tiny).model.speech_tokenizer.model.decoder, codes)[0]
     assert np.abs(stream(exact, codes) - reference).max() <= 1e-4  # the float graph is the exact path
     got = stream(compiled, codes)
     snr = snr_db(got, reference)
@@ -81,6 +73,26 @@ def test_int8_chunks_stay_near_the_official_decoder(checkpoint_factory, tmp_path
              np.abs(got - reference).max())
     # measured 24.7 dB: a convolution left in float, or a range off by a factor, moves it by several dB
     assert 21.0 <= snr <= 30.0, snr
+    # the INT8 offline decoder and a fresh stream's lead give the same samples (up to a step rounded the other way)
+    convs = Int8Convs(ranges)
+    offline = round_trip(build_codec_decoder(ckpt, Weights("fp32"), convs), tmp_path / "o.xml")
+    whole = offline({"codes": codes})["pcm"][0]
+    lead = round_trip(build_codec_lead(ckpt, Weights("fp32"), LEAD_SAMPLES, convs), tmp_path / "l.xml")
+    start = lead({"codes": codes[:, :, :1]})["pcm"][0]
+    agree = snr_db(whole, got), snr_db(start, got[:start.size])
+    log.info("INT8 offline and lead graphs against the INT8 stream: %.1f, %.1f dB", *agree)
+    assert min(agree) >= 50.0, agree  # measured: bit-identical here
+
+
+def test_an_unusable_range_stops_the_conversion(checkpoint_factory, tmp_path, monkeypatch) -> None:
+    """A convolution whose input never moved (a range of 0) would make a zero-width quantizer: the
+    conversion stops, saying what to do, and leaves nothing behind."""
+    from wyoming_qwen3tts.convert import codec_int8
+
+    monkeypatch.setattr(codec_int8.np, "median", lambda a: 0.0)
+    with pytest.raises(ConvertError, match="no usable input range for decoder.decoder.*--codec-weights fp32"):
+        convert(checkpoint_factory("tiny"), tmp_path / "c8", weights="fp32", codec_weights="int8")
+    assert not list(tmp_path.iterdir())
 
 
 def test_a_cpu_without_bf16_hears_of_the_int8_codec(converted_factory, monkeypatch, caplog) -> None:
@@ -137,7 +149,7 @@ def test_converted_int8_codec_speaks(variant, checkpoint_factory, tmp_path) -> N
     codes, pcm = speak(LoadedModel(out, precision="f32", kv_precision="u8"), voice)
     assert codes.shape[2] >= 8 and pcm.shape == (codes.shape[2] * 1920,)
     decoder = oracle.load_official(src).model.speech_tokenizer.model.decoder
-    exact = official(decoder, np.concatenate([ref.T[None], codes], axis=2))[0, len(ref) * 1920:]
+    exact = oracle.decode(decoder, np.concatenate([ref.T[None], codes], axis=2))[0, len(ref) * 1920:]
     snr = snr_db(pcm, exact)
     log.info("converted INT8 codec (%s), streamed by the runner: %.1f dB against the official decoder", variant, snr)
     assert 21.0 <= snr <= 30.0, snr  # measured 24.5 dB (custom voice)

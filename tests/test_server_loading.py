@@ -65,8 +65,10 @@ def test_the_preview_advertises_what_the_loaded_model_will(converted_factory, tm
     assert len(preview.voices) == 10
 
 
-def test_a_hub_id_uses_an_earlier_conversion_without_downloading(converted_factory, tmp_path, no_download):
-    done = conversion_dir(REPO, tmp_path, "int8")
+@pytest.mark.parametrize("codec_weights", ["fp32", "int8"])
+def test_a_hub_id_uses_an_earlier_conversion_without_downloading(converted_factory, tmp_path, no_download,
+                                                                codec_weights):
+    done = conversion_dir(REPO, tmp_path, "int8", codec_weights)  # (its codec does not change its voices)
     shutil.copytree(converted_factory("tiny", "custom_voice", "int8"), done)
     spec = spec_of(config_for(REPO, tmp_path))
     assert spec is not None and spec.model_type == "custom_voice" and len(spec.speakers) == 9

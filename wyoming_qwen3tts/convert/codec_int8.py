@@ -13,8 +13,8 @@ state — stays as in the float graphs.
 
 The ranges come from the float graph itself: `calibrate` decodes streams of random codes chunk
 by chunk with the state carried, as the runtime does, and takes each convolution input's
-largest magnitude per chunk; a range is the median of those over the chunks (a loud chunk's
-peak does not coarsen every other chunk's steps; what lies beyond is clamped)."""
+largest magnitude per stream and chunk; a range is the median of those (a loud chunk's peak
+does not coarsen every other chunk's steps; what lies beyond is clamped)."""
 from __future__ import annotations
 
 import logging
@@ -108,6 +108,9 @@ def calibrate(src: Path, frames: int = CALIBRATION_FRAMES, streams: int = CALIBR
         for i in range(len(names)):
             peaks[c, :, i] = by_name[f"probe.{i}"]
     ranges = {name: float(np.median(peaks[:, :, i])) for i, name in enumerate(names)}
+    unusable = [name for name, r in ranges.items() if not (np.isfinite(r) and r > 0)]
+    if unusable:  # a zero-width FakeQuantize would fail at load, or give NaN: refuse it here
+        raise ValueError(f"codec INT8: the float decoder gave no usable input range for {', '.join(unusable)}")
     log.info("codec INT8: %d convolutions calibrated on %d random chunks of %d frames in %.1f s", len(names),
              chunks * streams, frames, time.perf_counter() - start)
     return ranges

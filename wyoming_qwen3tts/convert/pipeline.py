@@ -91,6 +91,8 @@ INT4_GRAPHS = ("talker", "subcode")
 # is said and how) at INT8 and gives the code predictor, whose 5 layers are read 15 times per
 # frame, INT4's half-size working set (docs/BENCHMARKS.md, "The default preset, and `mixed`").
 STAGE_FORMATS: dict[str, dict[str, str]] = {"mixed": {"talker": "int8", "subcode": "int4"}}
+# formats whose graphs are built from f32 constants and quantized by the builder itself, not by nncf
+_BUILT_FROM = {"int8_conv": "fp32"}
 _PRECISION = {"int8": "int8_sym", "int4": f"int4_sym_g{INT4_GROUP}", "fp16": "fp16", "fp32": "fp32",
               "int8_conv": "fp32+int8_conv"}  # the codec's INT8: only its quantized convolutions in int8
 # f32 weights of one graph held in RAM before the rest go to a scratch file: with the compressed
@@ -181,7 +183,8 @@ def _convert_graph(name: str, build: Builder, src: Path, fmt: str, work: Path, b
     start = time.perf_counter()
     log.info("%s: building (%s weights)", name, fmt)
     with WeightSpill(work / f".{name}.spill", budget) as spill:
-        model = build(Checkpoint(src), Weights(fmt, spill))  # a fresh checkpoint: its mapped pages go with it
+        # a fresh checkpoint: its mapped pages go with it
+        model = build(Checkpoint(src), Weights(_BUILT_FROM.get(fmt, fmt), spill))
         if spill.spilled:
             log.info("%s: %.0f MB of weights in RAM, %.0f MB in a scratch file", name, spill.held / 1e6,
                      spill.spilled / 1e6)
@@ -262,7 +265,10 @@ def _publish(work: Path, out: Path, force: bool) -> None:
 
 
 def _int8_convs(root: Path) -> Convs:
-    convs = Int8Convs(calibrate(root))
+    try:
+        convs = Int8Convs(calibrate(root))
+    except ValueError as e:
+        raise ConvertError(f"{e}; convert with --codec-weights fp32") from None
     gc.collect()  # the calibration's compiled float decoder goes before the graphs are built
     log.info("codec: int8 convolutions calibrated (peak RSS so far %.2f GB)", _peak_rss_gb())
     return convs

@@ -17,7 +17,7 @@ import openvino as ov
 
 from .. import __version__
 from ..clone.cloner import CloneError, ClonePrompt, Cloner
-from ..config import ModelEntry, ServerConfig, VoiceConfig
+from ..config import CODEC_FORMATS, ModelEntry, ServerConfig, VoiceConfig
 from ..engine.decoders import Decoders
 from ..engine.devices import GRAPHS, place
 from ..engine.group import EngineGroup
@@ -73,14 +73,16 @@ def download_config(repo: str, revision: str | None) -> Path:
 
 def config_file(source: str, data_dir: Path, weights: str) -> Path:
     """The config.json that says which voices `source` has: a directory's own (converted or
-    checkpoint), an earlier conversion's, or the hub checkpoint's (downloaded alone)."""
+    checkpoint), an earlier conversion's (with any codec: its voices are the same), or the hub
+    checkpoint's (downloaded alone)."""
     path = Path(source).expanduser()
     if path.is_dir():
         return path / "config.json"
     for each in formats(weights):
-        converted = conversion_dir(source, data_dir, each) / "config.json"  # raises for a bad source
-        if converted.is_file():
-            return converted
+        for codec in CODEC_FORMATS:
+            converted = conversion_dir(source, data_dir, each, codec) / "config.json"  # raises for a bad source
+            if converted.is_file():
+                return converted
     repo, _, revision = source.partition("@")
     return download_config(repo, revision or None)
 

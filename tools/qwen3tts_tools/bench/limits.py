@@ -23,7 +23,8 @@ from .stats import Spread
 
 ELEMENT_BYTES = {"int4": 0.5, "int8": 1, "fp16": 2, "fp32": 4}
 LM_PRECISIONS = ("int4", "int8", "fp16", "fp32")  # what the talker and subcode may be converted to
-CODEC_PRECISIONS = ("fp16", "fp32")  # the codec is never INT8
+CODEC_PRECISIONS = ("fp16", "fp32")  # the codec's float formats (its int8 one: CODEC_INT8)
+CODEC_INT8 = "fp32+int8_conv"  # a manifest's codec with INT8 convolutions (convert/pipeline.py)
 STREAMED = frozenset({"MatMul", "Convolution", "GroupConvolution", "ConvolutionBackpropData",
                       "GroupConvolutionBackpropData"})
 SOURCES = frozenset({"Parameter", "ReadValue"})
@@ -95,8 +96,11 @@ class GraphReads:
 
 def stored_format(manifest_format: str) -> str:
     """int8_sym, int4_sym_g128, fp16, fp32 (a manifest's weight formats) → int8, int4, fp16, fp32;
-    fp32+int8_conv (a codec with INT8 convolutions, mostly f32 by count of tensors) → fp32."""
-    short = manifest_format.split("+")[0].split("_")[0]
+    a codec with INT8 convolutions → int8_conv: a format of its own, so its bytes are reported as
+    converted and its fp16 / fp32 columns as the float codecs would read."""
+    if manifest_format == CODEC_INT8:
+        return "int8_conv"
+    short = manifest_format.split("_")[0]
     if short not in ELEMENT_BYTES:
         raise ValueError(f"unknown stored weight format {manifest_format!r}")
     return short
