@@ -33,8 +33,10 @@ QUANTIZED = 4 * 7 + 1 - 1  # 4 blocks × (upsampling conv + 3 units × 2 convs) 
 
 
 def snr_db(x: np.ndarray, exact: np.ndarray) -> float:
+    """dB of `exact`'s energy over the error's; inf where they are identical."""
     x, exact = x.astype(np.float64), exact.astype(np.float64)
-    return float(10 * np.log10((exact ** 2).sum() / ((x - exact) ** 2).sum()))
+    error = ((x - exact) ** 2).sum()
+    return float(10 * np.log10((exact ** 2).sum() / error)) if error > 0 else float("inf")
 
 
 def stream(compiled: ov.CompiledModel, codes: np.ndarray) -> np.ndarray:
