@@ -56,9 +56,8 @@ class LoadedModel:
         self.tts_pad = self._embed(np.array([self.spec.text_ids.tts_pad]), np.array([-1]))[0][0]
         log.info("loaded %s: %s (precision %s, KV %s)", self.dir,
                  ", ".join(f"{g} {self.devices[g]} {p}" for g, p in self.precisions.items()), precision, kv_precision)
-        codec_weights = self.manifest["options"].get("codec_weights", "fp32")
         if (precision == "auto" and self.devices["decoder"] == "CPU" and self.precisions["decoder"] == "f32"
-                and codec_weights != "int8"):
+                and self.manifest["options"]["codec_weights"] != "int8"):
             log.info("the codec decoder runs f32 on this %s (no native BF16): a third of a frame's time at 1.7B; "
                      "model.codec_weights: int8 (--codec-weights int8) makes it about twice as fast, not exact "
                      "(docs/BENCHMARKS.md, \"The decoder in INT8\")", self.devices["decoder"])

@@ -21,11 +21,16 @@ class ModelSourceError(ValueError):
     """--model names nothing usable."""
 
 
+def formats_name(weights: str, codec_weights: str = "fp32") -> str:
+    """A conversion's formats as its folder name ends: an exact codec, the default, adds
+    nothing (the folders of earlier versions stay valid)."""
+    return weights if codec_weights == "fp32" else f"{weights}-codec_{codec_weights}"
+
+
 def conversion_dir(source: str, data_dir: Path, weights: str, codec_weights: str = "fp32") -> Path:
-    """Where the conversion of `source` with these options lives in the data dir (an exact
-    codec, the default, adds nothing to the name: the folders of earlier versions stay valid)."""
+    """Where the conversion of `source` with these options lives in the data dir."""
     path = Path(source).expanduser()
-    formats = weights if codec_weights == "fp32" else f"{weights}-codec_{codec_weights}"
+    formats = formats_name(weights, codec_weights)
     if path.is_dir():
         digest = hashlib.sha256(str(path.resolve()).encode()).hexdigest()[:10]
         return data_dir / "converted" / f"{path.resolve().name}-{digest}-{formats}"

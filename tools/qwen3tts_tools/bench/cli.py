@@ -23,6 +23,7 @@ from wyoming_qwen3tts.convert.pipeline import CODEC_FORMATS, convert
 from wyoming_qwen3tts.engine.contention import Contention
 from wyoming_qwen3tts.engine.devices import PRECISION_SETTINGS
 from wyoming_qwen3tts.model.manifest import older_format
+from wyoming_qwen3tts.server.models import formats_name
 
 from ..synthetic.presets import PRESETS
 from ..synthetic.writer import write_checkpoint
@@ -139,8 +140,8 @@ def prepare(args: argparse.Namespace, variant: str = VARIANT) -> tuple[Path, Pat
     without peers needs no checkpoint: none is written then (4.5 GB at 1.7B)."""
     given = variant == VARIANT
     checkpoint = (args.checkpoint if given else None) or args.work_dir / f"{args.preset}-{variant}"
-    codec = "" if args.codec_weights == "fp32" else f"-codec_{args.codec_weights}"
-    converted = (args.converted if given else None) or args.work_dir / f"{args.preset}-{variant}-{args.weights}{codec}"
+    formats = formats_name(args.weights, args.codec_weights)
+    converted = (args.converted if given else None) or args.work_dir / f"{args.preset}-{variant}-{formats}"
     needed = not (args.converted and given) or bool(args.peers)
     if needed and not (checkpoint / "config.json").is_file():
         if args.checkpoint and given:
@@ -161,8 +162,8 @@ def prepare(args: argparse.Namespace, variant: str = VARIANT) -> tuple[Path, Pat
     options = json.loads((converted / "manifest.json").read_text(encoding="utf-8"))["options"]
     if options["weights"] != args.weights:
         raise SystemExit(f"{converted} holds {options['weights']} weights, not the {args.weights} of --weights")
-    if options.get("codec_weights", "fp32") != args.codec_weights:
-        raise SystemExit(f"{converted} holds an {options.get('codec_weights', 'fp32')} codec, not the "
+    if options["codec_weights"] != args.codec_weights:
+        raise SystemExit(f"{converted} holds an {options['codec_weights']} codec, not the "
                          f"{args.codec_weights} of --codec-weights")
     return checkpoint, converted
 

@@ -289,7 +289,7 @@ def markdown(r: Report) -> str:
               f"{w.runs} runs per scenario, figures are median (min–max)",
               f"- Ours: {o.setup.backend} backend, {r.model['options']['weights'].upper()} weights "
               f"({', '.join(f'{g} {f}' for g, f in r.model['graphs'].items() if g in LM_GRAPHS)}), "
-              f"codec {r.model['options'].get('codec_weights', 'fp32')}, {_compute(o)} compute, "
+              f"codec {r.model['options']['codec_weights']}, {_compute(o)} compute, "
               f"{o.setup.kv_precision} KV cache, codec chunks "
               f"{o.setup.first_chunk} then {o.setup.steady_chunk}, codec lead {'on' if o.setup.codec_lead else 'off'}, "
               f"threads {o.setup.threads or m['cores']}, "
